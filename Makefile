@@ -1,0 +1,103 @@
+# suanli: `make run` sets up and starts the platform; `make test` sets up and
+# runs every test. Both install missing Debian packages themselves.
+
+BUILD   ?= build
+CC      ?= cc
+PKGS    := libmicrohttpd jansson libcurl sqlite3 libsodium
+WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wvla -Wwrite-strings -Wformat=2 \
+           -Wno-format-nonliteral -Wno-format-truncation -Werror
+CFLAGS  ?= -O2 -g
+SAN     ?=
+ifeq ($(SAN),1)
+  CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+  LDFLAGS += -fsanitize=address,undefined
+endif
+ALL_CFLAGS = -std=gnu11 $(WARN) $(CFLAGS) -D_GNU_SOURCE -MMD -MP \
+             $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
+
+LIB_SRC     := $(wildcard lib/*.c)
+SERVER_SRC  := $(filter-out server/main.c,$(wildcard server/*.c))
+CLI_SRC     := $(wildcard cli/*.c)
+UNIT_SRC    := $(wildcard tests/unit/test-*.c)
+
+LIB_OBJ     := $(LIB_SRC:%.c=$(BUILD)/%.o)
+SERVER_OBJ  := $(SERVER_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ     := $(CLI_SRC:%.c=$(BUILD)/%.o)
+UNIT_BIN    := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+
+.PHONY: all deps run test unit asan-unit fuzz-smoke integration format check-format bench \
+        install clean
+
+all: $(BUILD)/suanlid $(BUILD)/suanli
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	@$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(BUILD)/libsuanli.a: $(LIB_OBJ)
+	ar rcs $@ $^
+
+$(BUILD)/libsuanlid.a: $(SERVER_OBJ)
+	ar rcs $@ $^
+
+$(BUILD)/suanlid: $(BUILD)/server/main.o $(BUILD)/libsuanlid.a $(BUILD)/libsuanli.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/suanli: $(CLI_OBJ) $(BUILD)/libsuanli.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/tests/unit/harness.o $(BUILD)/libsuanlid.a \
+                  $(BUILD)/libsuanli.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+deps:
+	@scripts/deps.sh build
+
+run: deps
+	@$(MAKE) --no-print-directory all
+	@scripts/run.sh
+
+unit: $(UNIT_BIN)
+	@scripts/run-unit.sh $(UNIT_BIN)
+
+asan-unit:
+	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 unit
+
+fuzz-smoke:
+	@scripts/fuzz.sh $${FUZZ_SECONDS:-60}
+
+integration: all
+	@scripts/integration.sh
+
+test:
+	@scripts/deps.sh test
+	@$(MAKE) --no-print-directory check-format
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory asan-unit
+	@$(MAKE) --no-print-directory fuzz-smoke
+	@$(MAKE) --no-print-directory integration
+
+FORMAT_FILES = $(wildcard lib/*.[ch] server/*.[ch] cli/*.[ch] tests/unit/*.[ch] tests/fuzz/*.c)
+
+format:
+	clang-format -i $(FORMAT_FILES)
+
+check-format:
+	@clang-format --dry-run -Werror $(FORMAT_FILES) && echo "format: ok"
+
+bench: deps
+	@scripts/deps.sh bench
+	@$(MAKE) --no-print-directory all
+	@bench/api.sh
+
+install: all
+	install -m 0755 $(BUILD)/suanlid $(BUILD)/suanli /usr/local/bin/
+
+clean:
+	rm -rf build build-asan build-fuzz
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

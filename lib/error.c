@@ -1,0 +1,96 @@
+#include "error.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+    int status;
+    const char *code;
+} kinds[] = {
+    [SL_E_NONE] = { 200, "ok" },
+    [SL_E_INVALID] = { 400, "invalid_request" },
+    [SL_E_UNAUTHENTICATED] = { 401, "unauthenticated" },
+    [SL_E_FORBIDDEN] = { 403, "forbidden" },
+    [SL_E_NOT_FOUND] = { 404, "not_found" },
+    [SL_E_METHOD] = { 405, "method_not_allowed" },
+    [SL_E_CONFLICT] = { 409, "conflict" },
+    [SL_E_TOO_LARGE] = { 413, "body_too_large" },
+    [SL_E_UNSUPPORTED] = { 415, "unsupported_media_type" },
+    [SL_E_UNPROCESSABLE] = { 422, "unprocessable" },
+    [SL_E_RATE_LIMITED] = { 429, "rate_limited" },
+    [SL_E_INTERNAL] = { 500, "internal" },
+    [SL_E_UNAVAILABLE] = { 503, "unavailable" },
+};
+
+int sl_error_http_status(enum sl_error_kind kind)
+{
+    if ((unsigned)kind >= sizeof(kinds) / sizeof(kinds[0]))
+        return 500;
+    return kinds[kind].status;
+}
+
+const char *sl_error_kind_code(enum sl_error_kind kind)
+{
+    if ((unsigned)kind >= sizeof(kinds) / sizeof(kinds[0]))
+        return "internal";
+    return kinds[kind].code;
+}
+
+static void set_code(struct sl_error *err, enum sl_error_kind kind, const char *code)
+{
+    err->kind = kind;
+    snprintf(err->code, sizeof(err->code), "%s", code ? code : sl_error_kind_code(kind));
+}
+
+int sl_fail(struct sl_error *err, enum sl_error_kind kind, const char *code, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!err)
+        return -1;
+    set_code(err, kind, code);
+    err->sys_errno = 0;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int sl_fail_errno(struct sl_error *err, const char *fmt, ...)
+{
+    int saved = errno;
+    va_list ap;
+    char what[384];
+
+    if (!err)
+        return -1;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    set_code(err, SL_E_INTERNAL, "system_error");
+    err->sys_errno = saved;
+    snprintf(err->message, sizeof(err->message), "%s: %s", what, strerror(saved));
+    errno = saved;
+    return -1;
+}
+
+void sl_error_prefix(struct sl_error *err, const char *fmt, ...)
+{
+    va_list ap;
+    char prefix[256], old[sizeof(err->message)];
+
+    if (!err)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof(prefix), fmt, ap);
+    va_end(ap);
+    memcpy(old, err->message, sizeof(old));
+    snprintf(err->message, sizeof(err->message), "%s: %s", prefix, old);
+}
+
+void sl_error_clear(struct sl_error *err)
+{
+    memset(err, 0, sizeof(*err));
+}

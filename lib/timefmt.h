@@ -1,0 +1,23 @@
+/* Wall-clock time as int64 Unix seconds, and RFC 3339 UTC strings. */
+#ifndef SL_TIMEFMT_H
+#define SL_TIMEFMT_H
+
+#include <stdint.h>
+
+#include "error.h"
+
+#define SL_TIME_FORMAT_MAX 32
+
+int64_t sl_time_now(void);
+/* Monotonic milliseconds and microseconds, for durations. */
+int64_t sl_time_mono_ms(void);
+int64_t sl_time_mono_us(void);
+
+/* "2026-11-30T03:40:38Z"; buf holds SL_TIME_FORMAT_MAX bytes. */
+char *sl_time_format(int64_t t, char *buf);
+int sl_time_parse(const char *s, int64_t *out, struct sl_error *err);
+
+/* Durations: "30s", "15m", "2h", "7d", or plain seconds. */
+int sl_duration_parse(const char *s, int64_t *seconds, struct sl_error *err);
+
+#endif

@@ -1,0 +1,33 @@
+#!/bin/sh
+# Installs the Debian packages a purpose needs, only those missing.
+#   scripts/deps.sh build   compilers and libraries
+#   scripts/deps.sh test    build + test tools (pytest, clang for libFuzzer, ...)
+#   scripts/deps.sh bench   build + wrk
+set -eu
+purpose=${1:-build}
+build="build-essential pkg-config libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev
+libsqlite3-dev libsodium-dev sqlite3 curl ca-certificates"
+test="$build python3 python3-pytest python3-yaml clang libclang-rt-14-dev clang-format jq
+openssh-client procps"
+bench="$build wrk"
+case "$purpose" in
+build) want=$build ;;
+test) want=$test ;;
+bench) want=$bench ;;
+*) echo "deps.sh: unknown purpose '$purpose' (build, test or bench)" >&2; exit 2 ;;
+esac
+missing=""
+for p in $want; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+        missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+    echo "deps.sh: missing packages:$missing; run as root or install them with apt-get" >&2
+    exit 1
+fi
+echo "deps.sh: installing$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+# an old or empty package list finds nothing: refresh it first
+apt-get update -qq >/dev/null || apt-get update
+apt-get install -y -qq --no-install-recommends $missing >/dev/null

@@ -1,0 +1,57 @@
+/* Liveness and Prometheus metrics. */
+#include "metrics.h"
+#include "routes.h"
+
+#include "../lib/cleanup.h"
+#include "../lib/timefmt.h"
+
+int api_healthz(struct api_request *req, struct api_response *res, struct sl_error *err)
+{
+    int have, want;
+
+    if (store_schema_version(req->srv->store, &have, &want, err) < 0)
+        return -1;
+    api_reply(res, 200,
+              json_pack("{s:s, s:s, s:i, s:I}", "status", "ok", "store",
+                        store_backend(req->srv->store), "schema_version", have, "uptime_seconds",
+                        (json_int_t)(sl_time_now() - req->srv->started_at)));
+    return 0;
+}
+
+static int gauge(struct sl_buf *out, struct store *st, const char *name, const char *help,
+                 const char *sql, struct sl_error *err)
+{
+    int64_t v = 0;
+
+    if (store_get_int(st, sql, DB_NO_ARGS, &v, err) < 0)
+        return -1;
+    sl_buf_addf(out, "# HELP %s %s\n# TYPE %s gauge\n%s %lld\n", name, help, name, name,
+                (long long)v);
+    return 0;
+}
+
+int api_metrics(struct api_request *req, struct api_response *res, struct sl_error *err)
+{
+    struct store *st = req->srv->store;
+    struct sl_buf out;
+
+    sl_buf_init(&out);
+    metrics_render_http(&out);
+    if (gauge(&out, st, "suanli_users", "Registered users.", "SELECT COUNT(*) FROM users", err) <
+            0 ||
+        gauge(&out, st, "suanli_ledger_transactions", "Ledger transactions.",
+              "SELECT COUNT(*) FROM ledger_txns", err) < 0 ||
+        gauge(&out, st, "suanli_verifications_pending", "Verification requests waiting.",
+              "SELECT COUNT(*) FROM verifications WHERE state = 'pending'", err) < 0) {
+        sl_buf_release(&out);
+        return -1;
+    }
+    sl_buf_addf(&out,
+                "# HELP suanli_uptime_seconds Seconds since suanlid started.\n"
+                "# TYPE suanli_uptime_seconds gauge\nsuanli_uptime_seconds %lld\n",
+                (long long)(sl_time_now() - req->srv->started_at));
+    res->raw = sl_buf_detach(&out, &res->raw_len);
+    res->content_type = "text/plain; version=0.0.4; charset=utf-8";
+    res->status = 200;
+    return 0;
+}

@@ -1,0 +1,113 @@
+/* The API edge: requests in, JSON out, independent of the HTTP library so the
+ * fuzzer and unit tests drive the same code as libmicrohttpd (http.c).
+ *
+ * A handler fills `res` and returns 0, or returns -1 with `err` filled; the
+ * dispatcher turns the error into its status and
+ * {"error":{"code":...,"message":...}}. */
+#ifndef SL_API_H
+#define SL_API_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "../lib/buf.h"
+#include "../lib/error.h"
+#include "../lib/id.h"
+#include "../lib/json.h"
+#include "server.h"
+
+#define API_MAX_PARAMS 4
+
+struct api_io {
+    /* header and query lookups of the transport; NULL when absent */
+    const char *(*header)(void *ctx, const char *name);
+    const char *(*query)(void *ctx, const char *name);
+    const char *(*cookie)(void *ctx, const char *name);
+    void *ctx;
+};
+
+struct api_caller {
+    bool authenticated;
+    bool admin;
+    char user_id[SL_ID_MAX];
+    char token_id[SL_ID_MAX];
+    char token_kind[8]; /* "session" or "api" */
+};
+
+struct api_request {
+    struct server *srv;
+    const char *method;
+    const char *path;
+    const char *body;
+    size_t body_len;
+    const char *remote_addr;
+    struct api_io io;
+    /* filled by the dispatcher */
+    const struct api_route *route;
+    const char *params[API_MAX_PARAMS];
+    char param_buf[512];
+    struct api_caller caller;
+    json_t *json; /* parsed body, owned */
+};
+
+struct api_response {
+    int status;
+    json_t *json; /* owned; serialised by the dispatcher */
+    char *raw;    /* owned; used instead of json (e.g. /metrics) */
+    size_t raw_len;
+    const char *content_type;
+    struct sl_buf headers; /* "Name: value\r\n" lines */
+};
+
+typedef int (*api_handler_fn)(struct api_request *req, struct api_response *res,
+                              struct sl_error *err);
+
+enum api_route_flags {
+    API_PUBLIC = 1 << 0,         /* no credentials needed */
+    API_ADMIN = 1 << 1,          /* admins only; others get 404 */
+    API_NO_IDEMPOTENCY = 1 << 2, /* never replay (responses hold secrets) */
+    API_RAW_BODY = 1 << 3,       /* body is not parsed as JSON */
+    API_OWN_TX = 1 << 4,         /* the handler manages its transactions */
+};
+
+struct api_route {
+    const char *method;
+    const char *pattern; /* "/v1/tokens/{id}" */
+    api_handler_fn handler;
+    unsigned flags;
+};
+
+extern const struct api_route api_routes[];
+extern const size_t api_routes_count;
+
+void api_response_init(struct api_response *res);
+void api_response_release(struct api_response *res);
+
+/* Runs one request to completion: always fills res (status, body). */
+void api_dispatch(struct api_request *req, struct api_response *res);
+
+/* Serialises res into a body the transport sends; caller frees. */
+char *api_response_body(struct api_response *res, size_t *len, const char **content_type);
+
+/* Helpers for handlers. */
+int api_body_fields(struct api_request *req, const struct sl_json_field *fields, size_t n,
+                    struct sl_error *err);
+void api_reply(struct api_response *res, int status, json_t *json);
+void api_add_header(struct api_response *res, const char *name, const char *value);
+const char *api_query(struct api_request *req, const char *name);
+const char *api_header(struct api_request *req, const char *name);
+
+/* Pagination: ?limit=N&cursor=C, where the cursor is an opaque integer.
+ * Fills limit (default 50) and after (0 for the first page). */
+int api_page_params(struct api_request *req, int64_t *limit, int64_t *after, struct sl_error *err);
+/* {"items": items, "next_cursor": next or null}; takes items. */
+json_t *api_page(json_t *items, int64_t limit, int64_t last_seq);
+
+/* Time and money as the API writes them. */
+json_t *api_time(int64_t t);
+
+/* The route table's index of req->route, for metrics. */
+size_t api_route_index(const struct api_route *route);
+
+#endif

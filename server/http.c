@@ -1,0 +1,270 @@
+#include "http.h"
+#include "api.h"
+
+#include "../lib/cleanup.h"
+#include "../lib/log.h"
+#include "../lib/timefmt.h"
+#include "../lib/xalloc.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+struct http_server {
+    struct MHD_Daemon *daemon;
+    struct server *srv;
+    int port;
+};
+
+struct conn_state {
+    struct sl_buf body;
+    bool too_large;
+    int64_t started_us;
+};
+
+static const char *lookup(void *ctx, enum MHD_ValueKind kind, const char *name)
+{
+    return MHD_lookup_connection_value(ctx, kind, name);
+}
+
+static const char *io_header(void *ctx, const char *name)
+{
+    return lookup(ctx, MHD_HEADER_KIND, name);
+}
+
+static const char *io_query(void *ctx, const char *name)
+{
+    return lookup(ctx, MHD_GET_ARGUMENT_KIND, name);
+}
+
+static const char *io_cookie(void *ctx, const char *name)
+{
+    return lookup(ctx, MHD_COOKIE_KIND, name);
+}
+
+static void client_address(struct MHD_Connection *conn, char *buf, size_t len)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    snprintf(buf, len, "unknown");
+    if (!ci || !ci->client_addr)
+        return;
+    if (ci->client_addr->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((struct sockaddr_in *)ci->client_addr)->sin_addr, buf, (socklen_t)len);
+    else if (ci->client_addr->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)ci->client_addr)->sin6_addr, buf,
+                  (socklen_t)len);
+}
+
+static void add_headers(struct MHD_Response *r, const char *lines)
+{
+    const char *p = lines;
+
+    while (*p) {
+        const char *eol = strstr(p, "\r\n"), *colon = strchr(p, ':');
+        if (!eol || !colon || colon > eol)
+            break;
+        cleanup_free char *name = xstrndup(p, (size_t)(colon - p));
+        cleanup_free char *value = xstrndup(colon + 2, (size_t)(eol - colon - 2));
+        MHD_add_response_header(r, name, value);
+        p = eol + 2;
+    }
+}
+
+static enum MHD_Result send_response(struct MHD_Connection *conn, struct api_response *res)
+{
+    const char *ctype;
+    size_t len;
+    char *body = api_response_body(res, &len, &ctype);
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    enum MHD_Result ret;
+
+    MHD_add_response_header(r, "Content-Type", ctype);
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    add_headers(r, res->headers.data);
+    ret = MHD_queue_response(conn, (unsigned)res->status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *conn, int status, const char *code,
+                                  const char *message)
+{
+    struct api_response res;
+    enum MHD_Result ret;
+
+    api_response_init(&res);
+    api_reply(&res, status, json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", message));
+    ret = send_response(conn, &res);
+    api_response_release(&res);
+    return ret;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
+{
+    struct http_server *h = cls;
+    struct conn_state *cs = *con_cls;
+    size_t max = (size_t)h->srv->cfg.max_body_bytes;
+    (void)version;
+
+    if (!cs) {
+        cs = xzalloc(sizeof(*cs));
+        sl_buf_init(&cs->body);
+        cs->started_us = sl_time_mono_us();
+        *con_cls = cs;
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > max) {
+            cs->too_large = true;
+            /* answered before the body is read; MHD then closes the connection */
+            char msg[128];
+            snprintf(msg, sizeof(msg), "the request body is over %zu bytes", max);
+            return send_error(conn, 413, "body_too_large", msg);
+        }
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        if (!cs->too_large && cs->body.len + *upload_data_size <= max)
+            sl_buf_add(&cs->body, upload_data, *upload_data_size);
+        else
+            cs->too_large = true;
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (cs->too_large) {
+        char msg[128];
+        snprintf(msg, sizeof(msg), "the request body is over %zu bytes", max);
+        return send_error(conn, 413, "body_too_large", msg);
+    }
+
+    char addr[INET6_ADDRSTRLEN + 1];
+    client_address(conn, addr, sizeof(addr));
+    struct api_request req = {
+        .srv = h->srv,
+        .method = method,
+        .path = url,
+        .body = cs->body.data,
+        .body_len = cs->body.len,
+        .remote_addr = addr,
+        .io = { .header = io_header, .query = io_query, .cookie = io_cookie, .ctx = conn },
+    };
+    struct api_response res;
+    api_response_init(&res);
+    api_dispatch(&req, &res);
+    enum MHD_Result ret = send_response(conn, &res);
+    log_info("http %s %s %d %.1fms ip=%s user=%s", method, url, res.status,
+             (double)(sl_time_mono_us() - cs->started_us) / 1000.0, addr,
+             req.caller.authenticated ? req.caller.user_id : "-");
+    api_response_release(&res);
+    return ret;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    struct conn_state *cs = *con_cls;
+    (void)cls;
+    (void)conn;
+    (void)toe;
+
+    if (!cs)
+        return;
+    sl_buf_release(&cs->body);
+    free(cs);
+    *con_cls = NULL;
+}
+
+static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len,
+                        struct sl_error *err)
+{
+    char host[256];
+    const char *colon;
+    long port;
+    char *end;
+
+    memset(ss, 0, sizeof(*ss));
+    if (listen[0] == '[') {
+        const char *close = strchr(listen, ']');
+        if (!close || close[1] != ':')
+            goto bad;
+        snprintf(host, sizeof(host), "%.*s", (int)(close - listen - 1), listen + 1);
+        colon = close + 1;
+    } else {
+        colon = strrchr(listen, ':');
+        if (!colon)
+            goto bad;
+        snprintf(host, sizeof(host), "%.*s", (int)(colon - listen), listen);
+    }
+    port = strtol(colon + 1, &end, 10);
+    if (*end || end == colon + 1 || port < 0 || port > 65535)
+        goto bad;
+    struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+    if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
+        in4->sin_family = AF_INET;
+        in4->sin_port = htons((uint16_t)port);
+        *len = sizeof(*in4);
+        return 0;
+    }
+    if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons((uint16_t)port);
+        *len = sizeof(*in6);
+        return 0;
+    }
+bad:
+    return sl_fail(err, SL_E_INVALID, "invalid_config",
+                   "listen address '%s' is not HOST:PORT with a numeric host, such as "
+                   "127.0.0.1:7070 or [::1]:7070",
+                   listen);
+}
+
+struct http_server *http_start(struct server *srv, const char *listen, struct sl_error *err)
+{
+    struct sockaddr_storage ss;
+    socklen_t sslen;
+    struct http_server *h;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL_LINUX_ONLY |
+                     MHD_USE_ERROR_LOG | MHD_USE_TURBO;
+
+    if (parse_listen(listen, &ss, &sslen, err) < 0)
+        return NULL;
+    if (ss.ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    h = xzalloc(sizeof(*h));
+    h->srv = srv;
+    h->daemon = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)srv->cfg.http_threads, MHD_OPTION_CONNECTION_TIMEOUT,
+        60u, MHD_OPTION_CONNECTION_LIMIT, 1000u, MHD_OPTION_LISTEN_BACKLOG_SIZE, 512u,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_END);
+    if (!h->daemon) {
+        free(h);
+        sl_fail(err, SL_E_UNAVAILABLE, "listen_failed",
+                "unable to listen on '%s': is the port in use, or the address not on this host?",
+                listen);
+        return NULL;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    h->port = di ? di->port : 0;
+    return h;
+}
+
+void http_stop(struct http_server *h)
+{
+    if (!h)
+        return;
+    MHD_stop_daemon(h->daemon);
+    free(h);
+}
+
+int http_port(const struct http_server *h)
+{
+    return h->port;
+}

@@ -1,0 +1,228 @@
+/* suanlid: the control plane. */
+#include "api.h"
+#include "bootstrap.h"
+#include "catalog.h"
+#include "http.h"
+#include "idempotency.h"
+#include "server.h"
+
+#include "../lib/cleanup.h"
+#include "../lib/crypto.h"
+#include "../lib/log.h"
+#include "../lib/timefmt.h"
+#include "../lib/xalloc.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define SUANLI_VERSION "0.1.0"
+
+static const char usage[] =
+    "usage: suanlid [--data-dir DIR] [--listen HOST:PORT] [--config FILE]\n"
+    "               [--set NAME=VALUE]... [--print-routes] [--help-config] [--version]\n"
+    "\n"
+    "The suanli control plane. Serves the REST API under /v1 (default 127.0.0.1:7070)\n"
+    "and keeps its SQLite store in DATA_DIR (default /var/lib/suanli). On its first\n"
+    "start it creates admin@localhost and prints the password once.\n";
+
+static void die(const char *what, const struct sl_error *err)
+{
+    fprintf(stderr, "suanlid: %s: %s\n", what, err->message);
+    exit(1);
+}
+
+static pthread_mutex_t stop_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t stop_cond = PTHREAD_COND_INITIALIZER;
+static bool stopping;
+
+/* Housekeeping: expired idempotency keys, sessions and login failures. */
+static void *maintenance(void *arg)
+{
+    struct server *srv = arg;
+
+    pthread_mutex_lock(&stop_lock);
+    while (!stopping) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 60;
+        pthread_cond_timedwait(&stop_cond, &stop_lock, &until);
+        if (stopping)
+            break;
+        pthread_mutex_unlock(&stop_lock);
+        struct sl_error err = SL_ERROR_INIT;
+        int64_t now = sl_time_now();
+        if (idempotency_expire(srv, &err) < 0 ||
+            store_exec(srv->store,
+                       "DELETE FROM tokens WHERE expires_at IS NOT NULL AND expires_at < ?1",
+                       DB_ARGS(DB_INT(now)), &err) < 0 ||
+            store_exec(srv->store, "DELETE FROM login_failures WHERE at < ?1",
+                       DB_ARGS(DB_INT(now - srv->cfg.login_failure_window)), &err) < 0)
+            log_warn("maintenance: %s", err.message);
+        pthread_mutex_lock(&stop_lock);
+    }
+    pthread_mutex_unlock(&stop_lock);
+    return NULL;
+}
+
+static void print_routes(void)
+{
+    for (size_t i = 0; i < api_routes_count; i++)
+        printf("%s %s\n", api_routes[i].method, api_routes[i].pattern);
+}
+
+static int too_many(void)
+{
+    fprintf(stderr, "suanlid: too many --set, --listen or --data-dir options\n");
+    return 2;
+}
+
+struct override {
+    const char *name;
+    const char *value;
+};
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        { "data-dir", required_argument, NULL, 'd' },
+        { "listen", required_argument, NULL, 'l' },
+        { "config", required_argument, NULL, 'c' },
+        { "set", required_argument, NULL, 's' },
+        { "print-routes", no_argument, NULL, 'r' },
+        { "help-config", no_argument, NULL, 'H' },
+        { "version", no_argument, NULL, 'V' },
+        { "help", no_argument, NULL, 'h' },
+        { 0 },
+    };
+    struct server srv = { 0 };
+    struct sl_error err = SL_ERROR_INIT;
+    struct override overrides[64];
+    size_t n_overrides = 0;
+    const char *config = NULL;
+    int opt;
+
+    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'd':
+        case 'l':
+            if (n_overrides == ARRAY_SIZE(overrides))
+                return too_many();
+            overrides[n_overrides++] =
+                (struct override){ opt == 'd' ? "data_dir" : "listen", optarg };
+            break;
+        case 's': {
+            char *eq = strchr(optarg, '=');
+            if (!eq) {
+                fprintf(stderr, "suanlid: --set takes NAME=VALUE, got '%s'\n", optarg);
+                return 2;
+            }
+            if (n_overrides == ARRAY_SIZE(overrides))
+                return too_many();
+            *eq = '\0';
+            overrides[n_overrides++] = (struct override){ optarg, eq + 1 };
+            break;
+        }
+        case 'c':
+            config = optarg;
+            break;
+        case 'r':
+            print_routes();
+            return 0;
+        case 'H':
+            printf("suanlid options (config file lines 'name = value', or --set name=value):\n");
+            sl_config_print_help(server_options, server_options_count, stdout);
+            return 0;
+        case 'V':
+            printf("suanlid %s\n", SUANLI_VERSION);
+            return 0;
+        case 'h':
+            fputs(usage, stdout);
+            return 0;
+        default:
+            fputs(usage, stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "suanlid: unexpected argument '%s'\n%s", argv[optind], usage);
+        return 2;
+    }
+
+    if (sl_config_defaults(server_options, server_options_count, &srv.cfg, &err) < 0)
+        die("configuration", &err);
+    if (config && sl_config_load(server_options, server_options_count, &srv.cfg, config, &err) < 0)
+        die("configuration", &err);
+    for (size_t i = 0; i < n_overrides; i++)
+        if (sl_config_set(server_options, server_options_count, &srv.cfg, overrides[i].name,
+                          overrides[i].value, &err) < 0)
+            die("command line", &err);
+    int level = sl_log_level_parse(srv.cfg.log_level);
+    if (level < 0) {
+        fprintf(stderr, "suanlid: option 'log_level': '%s' is not debug, info, warn or error\n",
+                srv.cfg.log_level);
+        return 1;
+    }
+    sl_log_threshold = (enum sl_log_level)level;
+    if (strcmp(srv.cfg.id_number_format, "cn") && strcmp(srv.cfg.id_number_format, "any")) {
+        fprintf(stderr, "suanlid: option 'auth.id_number_format' must be cn or any\n");
+        return 1;
+    }
+    if (strlen(srv.cfg.currency) != 3) {
+        fprintf(stderr, "suanlid: option 'currency' must be a 3-letter ISO 4217 code\n");
+        return 1;
+    }
+
+    if (sl_crypto_init(&err) < 0)
+        die("start-up", &err);
+    if (mkdir(srv.cfg.data_dir, 0700) < 0 && errno != EEXIST) {
+        fprintf(stderr, "suanlid: unable to create data directory '%s': %s\n", srv.cfg.data_dir,
+                strerror(errno));
+        return 1;
+    }
+    cleanup_free char *uri =
+        srv.cfg.store ? xstrdup(srv.cfg.store) : xasprintf("sqlite:%s/suanli.db", srv.cfg.data_dir);
+    srv.store = store_open(uri, &err);
+    if (!srv.store)
+        die("store", &err);
+    if (store_migrate(srv.store, &err) < 0)
+        die("store", &err);
+    if (bootstrap_secrets(&srv, &err) < 0 || bootstrap_admin(&srv, &err) < 0)
+        die("first start", &err);
+    if (srv.cfg.catalog_seed && catalog_seed_file(&srv, srv.cfg.catalog_seed, &err) < 0)
+        die("catalog", &err);
+    srv.started_at = sl_time_now();
+
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    struct http_server *http = http_start(&srv, srv.cfg.listen, &err);
+    if (!http)
+        die("http", &err);
+    pthread_t maint;
+    pthread_create(&maint, NULL, maintenance, &srv);
+    log_info("suanlid %s listening on http://%s (store %s)", SUANLI_VERSION, srv.cfg.listen,
+             store_backend(srv.store));
+
+    int sig;
+    sigwait(&sigs, &sig);
+    log_info("suanlid: %s received, stopping", strsignal(sig));
+    http_stop(http);
+    pthread_mutex_lock(&stop_lock);
+    stopping = true;
+    pthread_cond_broadcast(&stop_cond);
+    pthread_mutex_unlock(&stop_lock);
+    pthread_join(maint, NULL);
+    store_close(srv.store);
+    sl_config_release(server_options, server_options_count, &srv.cfg);
+    return 0;
+}

@@ -1,0 +1,54 @@
+/* Every suanlid option, in one table: name, type, default, bounds, help.
+ * The config file, --set and --help-config all read it. */
+#include "server.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define OPT(n, t, d, lo, hi, field, h)                                                             \
+    {                                                                                              \
+        .name = n, .type = t, .def = d, .min = lo, .max = hi,                                      \
+        .offset = offsetof(struct server_config, field), .help = h                                 \
+    }
+
+#define DAY (86400LL)
+
+const struct sl_option server_options[] = {
+    OPT("listen", SL_OPT_STRING, "127.0.0.1:7070", 0, 0, listen, "HOST:PORT to serve the API on"),
+    OPT("data_dir", SL_OPT_STRING, "/var/lib/suanli", 0, 0, data_dir,
+        "directory for the database and secrets"),
+    OPT("store", SL_OPT_STRING, NULL, 0, 0, store, "store URI; default sqlite:DATA_DIR/suanli.db"),
+    OPT("log_level", SL_OPT_STRING, "info", 0, 0, log_level, "debug, info, warn or error"),
+    OPT("currency", SL_OPT_STRING, "CNY", 0, 0, currency, "ISO 4217 code of the money unit"),
+    OPT("catalog_seed", SL_OPT_STRING, NULL, 0, 0, catalog_seed,
+        "JSON catalog loaded once into an empty store (the sample is etc/catalog.sample.json)"),
+    OPT("http.threads", SL_OPT_INT, "4", 1, 256, http_threads, "HTTP worker threads"),
+    OPT("http.max_body_bytes", SL_OPT_INT, "1048576", 1024, 67108864, max_body_bytes,
+        "largest request body accepted (413 above)"),
+    OPT("http.page_size_max", SL_OPT_INT, "500", 1, 10000, page_size_max,
+        "largest page a list route returns"),
+    OPT("auth.session_ttl", SL_OPT_DURATION, "7d", 60, 365 * DAY, session_ttl,
+        "how long a login session lasts"),
+    OPT("auth.login_max_failures", SL_OPT_INT, "5", 1, 1000, login_max_failures,
+        "failed logins per email within the window before 429"),
+    OPT("auth.login_max_failures_per_ip", SL_OPT_INT, "30", 1, 100000, login_max_failures_per_ip,
+        "failed logins per client address within the window before 429"),
+    OPT("auth.login_failure_window", SL_OPT_DURATION, "15m", 1, DAY, login_failure_window,
+        "window over which failed logins are counted"),
+    OPT("auth.max_api_tokens", SL_OPT_INT, "50", 1, 10000, max_api_tokens,
+        "API tokens a user may hold"),
+    OPT("auth.max_ssh_keys", SL_OPT_INT, "50", 1, 10000, max_ssh_keys,
+        "SSH public keys a user may register"),
+    OPT("auth.require_verification", SL_OPT_BOOL, "true", 0, 0, require_verification,
+        "renters must pass real-name verification before starting instances"),
+    OPT("auth.id_number_format", SL_OPT_STRING, "cn", 0, 0, id_number_format,
+        "'cn': an 18-character resident ID with its check digit; 'any': 6 to 32 letters/digits"),
+    OPT("api.idempotency_ttl", SL_OPT_DURATION, "24h", 60, 30 * DAY, idempotency_ttl,
+        "how long a stored Idempotency-Key response is replayed"),
+    OPT("payments.webhook_secret", SL_OPT_STRING, NULL, 0, 0, payment_webhook_secret,
+        "HMAC-SHA256 secret shared with the payment gateway; unset disables the webhook"),
+    OPT("payments.webhook_tolerance", SL_OPT_DURATION, "5m", 1, DAY, payment_webhook_tolerance,
+        "largest clock difference accepted on a signed webhook"),
+};
+
+const size_t server_options_count = sizeof(server_options) / sizeof(server_options[0]);

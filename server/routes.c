@@ -1,0 +1,52 @@
+/* The route table: one row per route, the whole API at a glance. Routes are
+ * matched in order; docs/api/openapi.yaml must list exactly these (a test
+ * compares them through `suanlid --print-routes`). */
+#include "routes.h"
+
+#define R(m, p, h, f)                                                                              \
+    {                                                                                              \
+        .method = m, .pattern = p, .handler = h, .flags = f                                        \
+    }
+
+const struct api_route api_routes[] = {
+    R("GET", "/healthz", api_healthz, API_PUBLIC),
+    R("GET", "/metrics", api_metrics, API_PUBLIC),
+
+    R("POST", "/v1/users", api_register, API_PUBLIC),
+    R("POST", "/v1/sessions", api_login, API_PUBLIC | API_NO_IDEMPOTENCY | API_OWN_TX),
+    R("DELETE", "/v1/sessions/current", api_logout, 0),
+    R("GET", "/v1/me", api_me, 0),
+    R("GET", "/v1/me/verification", api_verification_get, 0),
+    R("POST", "/v1/me/verification", api_verification_submit, 0),
+
+    R("GET", "/v1/tokens", api_tokens_list, 0),
+    R("POST", "/v1/tokens", api_tokens_create, API_NO_IDEMPOTENCY),
+    R("DELETE", "/v1/tokens/{id}", api_tokens_delete, 0),
+    R("GET", "/v1/ssh-keys", api_ssh_keys_list, 0),
+    R("POST", "/v1/ssh-keys", api_ssh_keys_create, 0),
+    R("DELETE", "/v1/ssh-keys/{id}", api_ssh_keys_delete, 0),
+
+    R("GET", "/v1/balance", api_balance, 0),
+    R("GET", "/v1/ledger", api_ledger, 0),
+    R("POST", "/v1/payments/webhook", api_payment_webhook,
+      API_PUBLIC | API_RAW_BODY | API_NO_IDEMPOTENCY),
+
+    R("GET", "/v1/regions", api_regions, 0),
+    R("GET", "/v1/gpu-models", api_gpu_models, 0),
+    R("GET", "/v1/market", api_market, 0),
+
+    R("GET", "/v1/admin/users", api_admin_users, API_ADMIN),
+    R("POST", "/v1/admin/users/{id}/credit", api_admin_credit, API_ADMIN),
+    R("POST", "/v1/admin/users/{id}/verification", api_admin_verification_decide, API_ADMIN),
+    R("GET", "/v1/admin/verifications", api_admin_verifications, API_ADMIN),
+    R("GET", "/v1/admin/ledger/check", api_admin_ledger_check, API_ADMIN),
+    R("GET", "/v1/admin/regions", api_admin_regions_list, API_ADMIN),
+    R("POST", "/v1/admin/regions", api_admin_regions_create, API_ADMIN),
+    R("GET", "/v1/admin/gpu-models", api_admin_gpu_models_list, API_ADMIN),
+    R("POST", "/v1/admin/gpu-models", api_admin_gpu_models_create, API_ADMIN),
+    R("PATCH", "/v1/admin/gpu-models/{id}", api_admin_gpu_models_update, API_ADMIN),
+    R("GET", "/v1/admin/prices", api_admin_prices_list, API_ADMIN),
+    R("POST", "/v1/admin/prices", api_admin_prices_create, API_ADMIN),
+};
+
+const size_t api_routes_count = sizeof(api_routes) / sizeof(api_routes[0]);

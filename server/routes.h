@@ -1,0 +1,52 @@
+/* Every handler of the route table (routes.c), grouped by the file that
+ * holds it. */
+#ifndef SL_ROUTES_H
+#define SL_ROUTES_H
+
+#include "api.h"
+
+#define HANDLER(name)                                                                              \
+    int name(struct api_request *req, struct api_response *res, struct sl_error *err)
+
+/* api-accounts.c */
+HANDLER(api_register);
+HANDLER(api_login);
+HANDLER(api_logout);
+HANDLER(api_me);
+HANDLER(api_admin_users);
+/* api-tokens.c */
+HANDLER(api_tokens_list);
+HANDLER(api_tokens_create);
+HANDLER(api_tokens_delete);
+/* api-ssh-keys.c */
+HANDLER(api_ssh_keys_list);
+HANDLER(api_ssh_keys_create);
+HANDLER(api_ssh_keys_delete);
+/* api-verification.c */
+HANDLER(api_verification_submit);
+HANDLER(api_verification_get);
+HANDLER(api_admin_verifications);
+HANDLER(api_admin_verification_decide);
+/* api-money.c */
+HANDLER(api_balance);
+HANDLER(api_ledger);
+HANDLER(api_admin_credit);
+HANDLER(api_admin_ledger_check);
+/* api-payments.c */
+HANDLER(api_payment_webhook);
+/* api-catalog.c */
+HANDLER(api_regions);
+HANDLER(api_gpu_models);
+HANDLER(api_market);
+HANDLER(api_admin_regions_list);
+HANDLER(api_admin_regions_create);
+HANDLER(api_admin_gpu_models_list);
+HANDLER(api_admin_gpu_models_create);
+HANDLER(api_admin_gpu_models_update);
+HANDLER(api_admin_prices_list);
+HANDLER(api_admin_prices_create);
+/* api-health.c */
+HANDLER(api_healthz);
+HANDLER(api_metrics);
+
+#endif

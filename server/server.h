@@ -1,0 +1,46 @@
+/* suanlid's process-wide state: configuration, store, secrets. */
+#ifndef SL_SERVER_H
+#define SL_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../lib/config.h"
+#include "store.h"
+
+struct server_config {
+    char *listen;
+    char *data_dir;
+    char *store;
+    char *log_level;
+    char *currency;
+    char *catalog_seed;
+    int64_t http_threads;
+    int64_t max_body_bytes;
+    int64_t session_ttl;
+    int64_t login_max_failures;
+    int64_t login_max_failures_per_ip;
+    int64_t login_failure_window;
+    int64_t idempotency_ttl;
+    int64_t max_api_tokens;
+    int64_t max_ssh_keys;
+    bool require_verification;
+    char *id_number_format;
+    char *payment_webhook_secret;
+    int64_t payment_webhook_tolerance;
+    int64_t page_size_max;
+};
+
+extern const struct sl_option server_options[];
+extern const size_t server_options_count;
+
+struct server {
+    struct server_config cfg;
+    struct store *store;
+    /* key for hashing ID numbers (sl_keyed_hash_hex); kept in the data dir */
+    unsigned char id_hash_key[32];
+    int64_t started_at;
+};
+
+#endif

@@ -1,0 +1,275 @@
+/* SQLite backend of the store: WAL, a busy timeout, one connection per
+ * thread, and a small cache of prepared statements keyed by the address of
+ * the SQL text (callers pass string literals, so the address identifies the
+ * statement). */
+#include "store.h"
+
+#include "../lib/xalloc.h"
+
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <stdint.h>
+#include <string.h>
+
+#define STMT_CACHE_SIZE 128
+
+struct cached_stmt {
+    const char *sql;
+    sqlite3_stmt *stmt;
+    bool in_use;
+};
+
+struct sqlite_conn {
+    sqlite3 *db;
+    struct cached_stmt cache[STMT_CACHE_SIZE];
+};
+
+struct db_rows {
+    const struct store_ops *ops; /* must be first: see store.c */
+    struct sqlite_conn *conn;
+    sqlite3_stmt *stmt;
+    struct cached_stmt *slot; /* NULL when the statement is not cached */
+};
+
+extern const char *const sqlite_migrations[];
+
+static int fail_sqlite(struct sl_error *err, sqlite3 *db, int rc, const char *what)
+{
+    int ext = db ? sqlite3_extended_errcode(db) : rc;
+    const char *msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+
+    if (ext == SQLITE_CONSTRAINT_UNIQUE || ext == SQLITE_CONSTRAINT_PRIMARYKEY)
+        return sl_fail(err, SL_E_CONFLICT, "duplicate", "%s: %s", what, msg);
+    if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED)
+        return sl_fail(err, SL_E_UNAVAILABLE, "store_busy",
+                       "the database is busy; try again in a moment");
+    if ((rc & 0xff) == SQLITE_FULL)
+        return sl_fail(err, SL_E_UNAVAILABLE, "store_full", "the database disk is full");
+    return sl_fail(err, SL_E_INTERNAL, "store_error", "%s: %s", what, msg);
+}
+
+static void *sq_connect(const char *target, struct sl_error *err)
+{
+    struct sqlite_conn *c = xzalloc(sizeof(*c));
+    char *errmsg = NULL;
+    int rc;
+
+    rc = sqlite3_open_v2(target, &c->db,
+                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        fail_sqlite(err, c->db, rc, "unable to open database");
+        sl_error_prefix(err, "'%s'", target);
+        sqlite3_close(c->db);
+        free(c);
+        return NULL;
+    }
+    sqlite3_busy_timeout(c->db, 10000);
+    /* synchronous=FULL: an acknowledged ledger entry survives power loss too */
+    rc = sqlite3_exec(c->db,
+                      "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
+                      " PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY;",
+                      NULL, NULL, &errmsg);
+    if (rc != SQLITE_OK) {
+        sl_fail(err, SL_E_INTERNAL, "store_error", "unable to configure database '%s': %s", target,
+                errmsg ? errmsg : sqlite3_errstr(rc));
+        sqlite3_free(errmsg);
+        sqlite3_close(c->db);
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+static void sq_disconnect(void *p)
+{
+    struct sqlite_conn *c = p;
+
+    for (int i = 0; i < STMT_CACHE_SIZE; i++)
+        sqlite3_finalize(c->cache[i].stmt);
+    sqlite3_close(c->db);
+    free(c);
+}
+
+static struct cached_stmt *cache_slot(struct sqlite_conn *c, const char *sql)
+{
+    uintptr_t h = (uintptr_t)sql;
+    h ^= h >> 17;
+    h *= 0x9E3779B97F4A7C15ULL;
+    return &c->cache[(h >> 32) % STMT_CACHE_SIZE];
+}
+
+static int bind_args(sqlite3 *db, sqlite3_stmt *stmt, const struct db_arg *args,
+                     struct sl_error *err)
+{
+    int rc = SQLITE_OK;
+
+    for (int i = 0; args && args[i].type != DB_ARG_END; i++) {
+        switch (args[i].type) {
+        case DB_ARG_TEXT:
+            rc = sqlite3_bind_text(stmt, i + 1, args[i].text, -1, SQLITE_TRANSIENT);
+            break;
+        case DB_ARG_INT:
+            rc = sqlite3_bind_int64(stmt, i + 1, args[i].i);
+            break;
+        case DB_ARG_NULL:
+            rc = sqlite3_bind_null(stmt, i + 1);
+            break;
+        case DB_ARG_END:
+            break;
+        }
+        if (rc != SQLITE_OK)
+            return fail_sqlite(err, db, rc, "unable to bind a parameter");
+    }
+    return 0;
+}
+
+/* Prepares sql, from the cache when it is free there. */
+static sqlite3_stmt *prepare(struct sqlite_conn *c, const char *sql, struct cached_stmt **slotp,
+                             struct sl_error *err)
+{
+    struct cached_stmt *slot = cache_slot(c, sql);
+    sqlite3_stmt *stmt = NULL;
+    int rc;
+
+    *slotp = NULL;
+    if (slot->sql == sql && slot->stmt && !slot->in_use) {
+        slot->in_use = true;
+        *slotp = slot;
+        return slot->stmt;
+    }
+    rc = sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt, NULL);
+    if (rc != SQLITE_OK) {
+        fail_sqlite(err, c->db, rc, "unable to prepare a statement");
+        return NULL;
+    }
+    if (!slot->in_use) {
+        sqlite3_finalize(slot->stmt);
+        slot->sql = sql;
+        slot->stmt = stmt;
+        slot->in_use = true;
+        *slotp = slot;
+    }
+    return stmt;
+}
+
+static void release(sqlite3_stmt *stmt, struct cached_stmt *slot)
+{
+    if (slot) {
+        sqlite3_reset(stmt);
+        sqlite3_clear_bindings(stmt);
+        slot->in_use = false;
+    } else {
+        sqlite3_finalize(stmt);
+    }
+}
+
+static int sq_exec(void *p, const char *sql, const struct db_arg *args, struct sl_error *err)
+{
+    struct sqlite_conn *c = p;
+    struct cached_stmt *slot;
+    sqlite3_stmt *stmt = prepare(c, sql, &slot, err);
+    int rc;
+
+    if (!stmt)
+        return -1;
+    if (bind_args(c->db, stmt, args, err) < 0) {
+        release(stmt, slot);
+        return -1;
+    }
+    do
+        rc = sqlite3_step(stmt);
+    while (rc == SQLITE_ROW);
+    if (rc != SQLITE_DONE) {
+        fail_sqlite(err, c->db, rc, "statement failed");
+        release(stmt, slot);
+        return -1;
+    }
+    release(stmt, slot);
+    return sqlite3_changes(c->db);
+}
+
+static int sq_exec_script(void *p, const char *sql, struct sl_error *err)
+{
+    struct sqlite_conn *c = p;
+    char *errmsg = NULL;
+    int rc = sqlite3_exec(c->db, sql, NULL, NULL, &errmsg);
+
+    if (rc != SQLITE_OK) {
+        sl_fail(err, SL_E_INTERNAL, "store_error", "%s", errmsg ? errmsg : sqlite3_errstr(rc));
+        sqlite3_free(errmsg);
+        return -1;
+    }
+    return 0;
+}
+
+static struct db_rows *sq_query(void *p, const char *sql, const struct db_arg *args,
+                                struct sl_error *err)
+{
+    struct sqlite_conn *c = p;
+    struct cached_stmt *slot;
+    sqlite3_stmt *stmt = prepare(c, sql, &slot, err);
+    struct db_rows *rows;
+
+    if (!stmt)
+        return NULL;
+    if (bind_args(c->db, stmt, args, err) < 0) {
+        release(stmt, slot);
+        return NULL;
+    }
+    rows = xmalloc(sizeof(*rows));
+    rows->ops = &store_sqlite_ops;
+    rows->conn = c;
+    rows->stmt = stmt;
+    rows->slot = slot;
+    return rows;
+}
+
+static int sq_next(struct db_rows *rows, struct sl_error *err)
+{
+    int rc = sqlite3_step(rows->stmt);
+
+    if (rc == SQLITE_ROW)
+        return 1;
+    if (rc == SQLITE_DONE)
+        return 0;
+    return fail_sqlite(err, rows->conn->db, rc, "query failed");
+}
+
+static const char *sq_text(struct db_rows *rows, int col)
+{
+    const unsigned char *t = sqlite3_column_text(rows->stmt, col);
+    return t ? (const char *)t : "";
+}
+
+static int64_t sq_int(struct db_rows *rows, int col)
+{
+    return sqlite3_column_int64(rows->stmt, col);
+}
+
+static bool sq_null(struct db_rows *rows, int col)
+{
+    return sqlite3_column_type(rows->stmt, col) == SQLITE_NULL;
+}
+
+static void sq_rows_free(struct db_rows *rows)
+{
+    release(rows->stmt, rows->slot);
+    free(rows);
+}
+
+const struct store_ops store_sqlite_ops = {
+    .name = "sqlite",
+    .connect = sq_connect,
+    .disconnect = sq_disconnect,
+    .exec = sq_exec,
+    .exec_script = sq_exec_script,
+    .query = sq_query,
+    .next = sq_next,
+    .column_text = sq_text,
+    .column_int = sq_int,
+    .column_null = sq_null,
+    .rows_free = sq_rows_free,
+    /* IMMEDIATE takes the write lock up front: no deadlock upgrading a reader */
+    .begin_sql = "BEGIN IMMEDIATE",
+    .migrations = sqlite_migrations,
+};

@@ -1,0 +1,117 @@
+/* The store: the only place suanlid reads and writes its database.
+ *
+ * Callers write portable SQL with numbered parameters (?1, ?2, ...) and never
+ * see the backend; a backend is a `struct store_ops` (store-sqlite.c today,
+ * PostgreSQL next). Each thread gets its own connection. Transactions nest:
+ * the outermost store_begin() opens a write transaction, inner ones are
+ * savepoints, so a handler's transaction can run inside the API layer's
+ * (see idempotency.c). */
+#ifndef SL_STORE_H
+#define SL_STORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../lib/error.h"
+
+enum db_arg_type {
+    DB_ARG_END,
+    DB_ARG_TEXT,
+    DB_ARG_INT,
+    DB_ARG_NULL
+};
+
+struct db_arg {
+    enum db_arg_type type;
+    const char *text;
+    int64_t i;
+};
+
+static inline struct db_arg db_text_arg(const char *s)
+{
+    return (struct db_arg){ .type = s ? DB_ARG_TEXT : DB_ARG_NULL, .text = s };
+}
+
+#define DB_TEXT(s)   db_text_arg(s)
+#define DB_INT(v)    ((struct db_arg){ .type = DB_ARG_INT, .i = (v) })
+#define DB_NULL      ((struct db_arg){ .type = DB_ARG_NULL })
+#define DB_ARGS(...) ((const struct db_arg[]){ __VA_ARGS__, { .type = DB_ARG_END } })
+#define DB_NO_ARGS   ((const struct db_arg[]){ { .type = DB_ARG_END } })
+
+struct store;
+struct db_rows;
+
+struct store_ops {
+    const char *name;
+    /* opens a connection for the calling thread */
+    void *(*connect)(const char *target, struct sl_error *err);
+    void (*disconnect)(void *conn);
+    /* runs one statement; returns the number of rows changed */
+    int (*exec)(void *conn, const char *sql, const struct db_arg *args, struct sl_error *err);
+    /* several statements without parameters (migrations) */
+    int (*exec_script)(void *conn, const char *sql, struct sl_error *err);
+    struct db_rows *(*query)(void *conn, const char *sql, const struct db_arg *args,
+                             struct sl_error *err);
+    int (*next)(struct db_rows *rows, struct sl_error *err);
+    const char *(*column_text)(struct db_rows *rows, int col);
+    int64_t (*column_int)(struct db_rows *rows, int col);
+    bool (*column_null)(struct db_rows *rows, int col);
+    void (*rows_free)(struct db_rows *rows);
+    const char *begin_sql;         /* the outermost BEGIN */
+    const char *const *migrations; /* NULL-terminated; index + 1 is the version */
+};
+
+/* uri: "sqlite:PATH" (or a plain path). */
+struct store *store_open(const char *uri, struct sl_error *err);
+void store_close(struct store *st);
+const char *store_backend(const struct store *st);
+
+/* Applies missing migrations, each in its own transaction. */
+int store_migrate(struct store *st, struct sl_error *err);
+/* The schema version in the database, and the newest this binary knows. */
+int store_schema_version(struct store *st, int *have, int *want, struct sl_error *err);
+
+int store_begin(struct store *st, struct sl_error *err);
+int store_commit(struct store *st, struct sl_error *err);
+void store_rollback(struct store *st);
+/* Depth of open transactions on this thread's connection. */
+int store_tx_depth(struct store *st);
+
+/* Returns rows changed (>= 0) or -1. A unique-key violation fails with kind
+ * SL_E_CONFLICT and code "duplicate"; a busy store with SL_E_UNAVAILABLE. */
+int store_exec(struct store *st, const char *sql, const struct db_arg *args, struct sl_error *err);
+
+/* Returns rows to step with db_next() (1 row, 0 done, -1 error); free with
+ * db_rows_free (or cleanup_rows). */
+struct db_rows *store_query(struct store *st, const char *sql, const struct db_arg *args,
+                            struct sl_error *err);
+int db_next(struct db_rows *rows, struct sl_error *err);
+const char *db_text(struct db_rows *rows, int col); /* "" for NULL; valid until next step */
+int64_t db_int(struct db_rows *rows, int col);
+bool db_null(struct db_rows *rows, int col);
+void db_rows_free(struct db_rows *rows);
+
+static inline void db_cleanup_rowsp(struct db_rows **r)
+{
+    if (*r)
+        db_rows_free(*r);
+}
+#define cleanup_rows __attribute__((cleanup(db_cleanup_rowsp)))
+
+/* One integer from the first row, first column: 1 found, 0 no row, -1 error. */
+int store_get_int(struct store *st, const char *sql, const struct db_arg *args, int64_t *out,
+                  struct sl_error *err);
+
+/* Ends a transaction that a scope opened unless it was committed: use
+ * `cleanup_tx struct store *tx = st;` right after store_begin() and
+ * `tx = NULL` after store_commit(). */
+static inline void store_cleanup_txp(struct store **st)
+{
+    if (*st)
+        store_rollback(*st);
+}
+#define cleanup_tx __attribute__((cleanup(store_cleanup_txp)))
+
+extern const struct store_ops store_sqlite_ops;
+
+#endif
