@@ -1,0 +1,200 @@
+/* libcurl requests and the mapping of HTTP answers to the error contract. */
+#include "client.h"
+
+#include "../lib/buf.h"
+#include "../lib/cleanup.h"
+#include "../lib/json.h"
+#include "../lib/xalloc.h"
+
+#include <curl/curl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#define CONNECT_TIMEOUT_S 10L
+#define REQUEST_TIMEOUT_S 120L
+
+void client_init(struct client *c, const char *server, const char *token)
+{
+    c->server = server;
+    c->token = token;
+    c->curl = NULL;
+}
+
+void client_release(struct client *c)
+{
+    if (c->curl)
+        curl_easy_cleanup(c->curl);
+    c->curl = NULL;
+}
+
+static size_t collect(char *data, size_t size, size_t n, void *userdata)
+{
+    sl_buf_add(userdata, data, size * n);
+    return size * n;
+}
+
+static void cleanup_slist(struct curl_slist **l)
+{
+    curl_slist_free_all(*l);
+}
+
+static enum sl_error_kind kind_of_status(long status)
+{
+    switch (status) {
+    case 400:
+        return SL_E_INVALID;
+    case 401:
+        return SL_E_UNAUTHENTICATED;
+    case 403:
+        return SL_E_FORBIDDEN;
+    case 404:
+        return SL_E_NOT_FOUND;
+    case 405:
+        return SL_E_METHOD;
+    case 409:
+        return SL_E_CONFLICT;
+    case 413:
+        return SL_E_TOO_LARGE;
+    case 415:
+        return SL_E_UNSUPPORTED;
+    case 422:
+        return SL_E_UNPROCESSABLE;
+    case 429:
+        return SL_E_RATE_LIMITED;
+    case 503:
+        return SL_E_UNAVAILABLE;
+    default:
+        return status >= 500 ? SL_E_INTERNAL : SL_E_INVALID;
+    }
+}
+
+/* Fills err from an error answer, with the API's own words when it sent them. */
+static int fail_http(long status, const char *method, const char *url, const char *body, size_t len,
+                     struct sl_error *err)
+{
+    cleanup_json json_t *j = json_loadb(body, len, 0, NULL);
+    json_t *e = json_object_get(j, "error");
+    const char *code = json_string_value(json_object_get(e, "code"));
+    const char *message = json_string_value(json_object_get(e, "message"));
+    enum sl_error_kind kind = kind_of_status(status);
+
+    if (message)
+        return sl_fail(err, kind, code, "%s", message);
+    if (status == 401)
+        return sl_fail(err, kind, "unauthenticated",
+                       "the server rejected the credentials: log in again with suanli login");
+    return sl_fail(err, kind, code, "%s %s answered HTTP %ld", method, url, status);
+}
+
+int client_request(struct client *c, const char *method, const char *path, json_t *body,
+                   const char *idempotency_key, json_t **out, struct sl_error *err)
+{
+    cleanup_free char *url = xasprintf("%s%s", c->server, path);
+    cleanup_free char *payload = NULL;
+    __attribute__((cleanup(cleanup_slist))) struct curl_slist *headers = NULL;
+    struct sl_buf answer;
+    char curl_error[CURL_ERROR_SIZE] = "";
+    long status = 0;
+    CURLcode rc;
+
+    *out = NULL;
+    if (!c->curl && !(c->curl = curl_easy_init()))
+        return sl_fail(err, SL_E_INTERNAL, "curl", "unable to start libcurl");
+    CURL *curl = c->curl;
+    curl_easy_reset(curl);
+    headers = curl_slist_append(headers, "Accept: application/json");
+    if (c->token) {
+        cleanup_free char *h = xasprintf("Authorization: Bearer %s", c->token);
+        headers = curl_slist_append(headers, h);
+    }
+    if (idempotency_key) {
+        cleanup_free char *h = xasprintf("Idempotency-Key: %s", idempotency_key);
+        headers = curl_slist_append(headers, h);
+    }
+    if (body) {
+        payload = json_dumps(body, JSON_COMPACT);
+        if (!payload)
+            return sl_fail(err, SL_E_INTERNAL, "json", "unable to encode the request body");
+        headers = curl_slist_append(headers, "Content-Type: application/json");
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, payload);
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, (long)strlen(payload));
+    }
+    sl_buf_init(&answer);
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
+    if (!body && strcmp(method, "GET") != 0)
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, 0L);
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(curl, CURLOPT_USERAGENT, "suanli-cli");
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &answer);
+    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, curl_error);
+    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, CONNECT_TIMEOUT_S);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT, REQUEST_TIMEOUT_S);
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    rc = curl_easy_perform(curl);
+    if (rc != CURLE_OK) {
+        sl_buf_release(&answer);
+        return sl_fail(err, SL_E_UNAVAILABLE, "unreachable",
+                       "unable to reach the server at '%s' (%s): check --server or SUANLI_URL",
+                       c->server, curl_error[0] ? curl_error : curl_easy_strerror(rc));
+    }
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+    if (status < 200 || status > 299) {
+        int r = fail_http(status, method, url, answer.data, answer.len, err);
+        sl_buf_release(&answer);
+        return r;
+    }
+    if (answer.len > 0) {
+        json_error_t jerr;
+        *out = json_loadb(answer.data, answer.len, 0, &jerr);
+        if (!*out) {
+            sl_buf_release(&answer);
+            return sl_fail(err, SL_E_INTERNAL, "bad_answer",
+                           "'%s' answered something other than JSON (%s): is it a suanli "
+                           "server? check --server or SUANLI_URL",
+                           url, jerr.text);
+        }
+    }
+    sl_buf_release(&answer);
+    return 0;
+}
+
+json_t *client_list(struct client *c, const char *path, size_t page_size, struct sl_error *err)
+{
+    cleanup_json json_t *all = json_array();
+    cleanup_free char *cursor = NULL;
+    const char *sep = strchr(path, '?') ? "&" : "?";
+
+    for (;;) {
+        cleanup_free char *page_path =
+            cursor ? xasprintf("%s%slimit=%zu&cursor=%s", path, sep, page_size, cursor)
+                   : xasprintf("%s%slimit=%zu", path, sep, page_size);
+        cleanup_json json_t *page = NULL;
+        if (client_request(c, "GET", page_path, NULL, NULL, &page, err) < 0)
+            return NULL;
+        json_t *items = json_object_get(page, "items");
+        if (!json_is_array(items)) {
+            sl_fail(err, SL_E_INTERNAL, "bad_answer", "'%s' sent no item list", path);
+            return NULL;
+        }
+        json_array_extend(all, items);
+        const char *next = json_string_value(json_object_get(page, "next_cursor"));
+        free(cursor);
+        cursor = next ? client_escape(next) : NULL;
+        if (!cursor)
+            break;
+    }
+    return json_pack("{s:O, s:n}", "items", all, "next_cursor");
+}
+
+char *client_escape(const char *s)
+{
+    char *e = curl_easy_escape(NULL, s, 0);
+    char *copy = xstrdup(e ? e : "");
+
+    curl_free(e);
+    return copy;
+}

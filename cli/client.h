@@ -1,0 +1,37 @@
+/* The CLI's HTTP client: JSON requests to suanlid over libcurl, with the
+ * API's {"error":{"code","message"}} answers turned into struct sl_error. */
+#ifndef SUANLI_CLIENT_H
+#define SUANLI_CLIENT_H
+
+#include <jansson.h>
+
+#include "../lib/error.h"
+
+struct client {
+    const char *server; /* base URL without trailing '/', borrowed */
+    const char *token;  /* bearer token or NULL, borrowed */
+    void *curl;         /* CURL *, made on first use */
+};
+
+void client_init(struct client *c, const char *server, const char *token);
+void client_release(struct client *c);
+
+/* Sends METHOD server+path with body (may be NULL) as JSON and, when
+ * idempotency_key is not NULL, an Idempotency-Key header. On a 2xx answer
+ * *out is the parsed body (a new reference) or NULL for an empty one (204).
+ * On anything else returns -1 with err filled:
+ *   - an HTTP error: kind from the status, code and message from the body;
+ *   - no answer at all: SL_E_UNAVAILABLE, code "unreachable", a message that
+ *     names the URL and suggests --server / SUANLI_URL. */
+int client_request(struct client *c, const char *method, const char *path, json_t *body,
+                   const char *idempotency_key, json_t **out, struct sl_error *err);
+
+/* GETs a list route page by page, following next_cursor to the end. path
+ * may already hold a query string. Returns a new {"items": [...],
+ * "next_cursor": null} object, or NULL with err filled. */
+json_t *client_list(struct client *c, const char *path, size_t page_size, struct sl_error *err);
+
+/* A newly allocated, URL-escaped copy of s for a path segment or query. */
+char *client_escape(const char *s);
+
+#endif

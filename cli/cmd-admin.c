@@ -1,0 +1,503 @@
+/* admin ...: users, credits, verifications, the catalog and the ledger
+ * check. The server answers 404 to non-admins, as for any route they may not
+ * see. */
+#include "cli.h"
+
+#include "../lib/cleanup.h"
+#include "../lib/crypto.h"
+#include "../lib/json.h"
+#include "../lib/xalloc.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+static const struct option no_options[] = { { 0 } };
+
+/* An RFC 3339 UTC time as the API writes them: "2026-11-30T03:40:38Z". */
+static bool looks_like_time(const char *s)
+{
+    return strlen(s) == 20 && s[4] == '-' && s[10] == 'T' && s[19] == 'Z';
+}
+
+/* Prints a list answer as JSON or as a table of the given fields. */
+static void print_list(struct cli *cli, json_t *list, const char *const *headers,
+                       const char *const *fields, size_t ncols)
+{
+    struct table t;
+    size_t i;
+    json_t *item;
+
+    if (cli->output == OUTPUT_JSON) {
+        output_json(stdout, list);
+        return;
+    }
+    table_init(&t, ncols, headers);
+    json_array_foreach(json_object_get(list, "items"), i, item)
+    {
+        char cells[8][64];
+        const char *row[8];
+        for (size_t c = 0; c < ncols && c < 8; c++) {
+            json_t *v = json_object_get(item, fields[c]);
+            if (json_is_string(v) && looks_like_time(json_string_value(v)))
+                row[c] = output_time(json_string_value(v), cells[c]);
+            else if (json_is_string(v))
+                row[c] = json_string_value(v)[0] ? json_string_value(v) : "-";
+            else if (json_is_integer(v) && strstr(fields[c], "_micros"))
+                row[c] = output_money(json_integer_value(v), NULL, cells[c]);
+            else if (json_is_integer(v)) {
+                snprintf(cells[c], sizeof(cells[c]), "%" JSON_INTEGER_FORMAT,
+                         json_integer_value(v));
+                row[c] = cells[c];
+            } else if (json_is_boolean(v))
+                row[c] = json_is_true(v) ? "yes" : "no";
+            else
+                row[c] = NULL;
+        }
+        table_add(&t, row);
+    }
+    table_print(&t, stdout);
+    table_release(&t);
+}
+
+static int run_user_ls(struct cli *cli, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "email", required_argument, NULL, 'e' },
+        { 0 },
+    };
+    static const char *const headers[] = { "ID",           "EMAIL",   "NAME",   "ROLE",
+                                           "VERIFICATION", "BALANCE", "CREATED" };
+    static const char *const fields[] = { "id",           "email",          "name",      "role",
+                                          "verification", "balance_micros", "created_at" };
+    struct sl_error err = SL_ERROR_INIT;
+    const char *email = NULL;
+    int c, status;
+
+    while ((c = cli_getopt(argc, argv, opts)) != -1) {
+        if (c != 'e')
+            return cli_usage_error(cli, "bad option");
+        email = optarg;
+    }
+    if ((status = cli_positionals(cli, argc, argv, 0)) || (status = cli_need_token(cli)))
+        return status;
+    cleanup_free char *escaped = email ? client_escape(email) : NULL;
+    cleanup_free char *path =
+        email ? xasprintf("/v1/admin/users?email=%s", escaped) : xstrdup("/v1/admin/users");
+    cleanup_json json_t *list = client_list(&cli->client, path, 500, &err);
+    if (!list)
+        return cli_fail(&err);
+    print_list(cli, list, headers, fields, ARRAY_SIZE(headers));
+    return CLI_EXIT_OK;
+}
+
+static int run_credit(struct cli *cli, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "memo", required_argument, NULL, 'm' },
+        { 0 },
+    };
+    struct sl_error err = SL_ERROR_INIT;
+    const char *memo = NULL;
+    int64_t amount;
+    char key[33], shown[OUTPUT_MONEY_MAX], balance[OUTPUT_MONEY_MAX];
+    int c, status;
+
+    while ((c = cli_getopt(argc, argv, opts)) != -1) {
+        if (c != 'm')
+            return cli_usage_error(cli, "bad option");
+        memo = optarg;
+    }
+    if ((status = cli_positionals(cli, argc, argv, 2)))
+        return status;
+    if (cli_parse_amount(cli, "AMOUNT", argv[optind + 1], &amount) < 0)
+        return CLI_EXIT_USAGE;
+    if (amount <= 0)
+        return cli_usage_error(cli, "AMOUNT must be positive, not '%s'", argv[optind + 1]);
+    if ((status = cli_need_token(cli)))
+        return status;
+    cleanup_free char *user = cli_resolve_user(cli, argv[optind], &err);
+    if (!user)
+        return cli_fail(&err);
+    cleanup_free char *id = client_escape(user);
+    cleanup_free char *path = xasprintf("/v1/admin/users/%s/credit", id);
+    cleanup_json json_t *body = json_pack("{s:I}", "amount_micros", (json_int_t)amount);
+    if (memo)
+        json_object_set_new(body, "memo", json_string(memo));
+    /* a retry of this very command is safe; a new command is a new credit */
+    sl_random_hex(key, 16);
+    cleanup_json json_t *out = NULL;
+    if (client_request(&cli->client, "POST", path, body, key, &out, &err) < 0)
+        return cli_fail(&err);
+    if (cli->output == OUTPUT_JSON)
+        output_json(stdout, out);
+    else
+        printf("credited %s to %s (%s): balance %s\n",
+               output_money(jint(out, "amount_micros"), NULL, shown), argv[optind], user,
+               output_money(jint(out, "balance_micros"), NULL, balance));
+    return CLI_EXIT_OK;
+}
+
+static int run_verification_ls(struct cli *cli, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "state", required_argument, NULL, 's' },
+        { 0 },
+    };
+    static const char *const headers[] = { "USER",  "EMAIL",     "REAL NAME", "ID NUMBER",
+                                           "STATE", "SUBMITTED", "REASON" };
+    static const char *const fields[] = { "user_id", "email",      "real_name", "id_number_masked",
+                                          "state",   "created_at", "reason" };
+    struct sl_error err = SL_ERROR_INIT;
+    const char *state = "pending";
+    int c, status;
+
+    while ((c = cli_getopt(argc, argv, opts)) != -1) {
+        if (c != 's')
+            return cli_usage_error(cli, "bad option");
+        state = optarg;
+    }
+    if ((status = cli_positionals(cli, argc, argv, 0)) || (status = cli_need_token(cli)))
+        return status;
+    cleanup_free char *escaped = client_escape(state);
+    cleanup_free char *path = xasprintf("/v1/admin/verifications?state=%s", escaped);
+    cleanup_json json_t *list = client_list(&cli->client, path, 500, &err);
+    if (!list)
+        return cli_fail(&err);
+    print_list(cli, list, headers, fields, ARRAY_SIZE(headers));
+    return CLI_EXIT_OK;
+}
+
+static int decide(struct cli *cli, int argc, char **argv, bool approve)
+{
+    static const struct option opts[] = {
+        { "reason", required_argument, NULL, 'r' },
+        { 0 },
+    };
+    struct sl_error err = SL_ERROR_INIT;
+    const char *reason = NULL;
+    int c, status;
+
+    while ((c = cli_getopt(argc, argv, approve ? no_options : opts)) != -1) {
+        if (c != 'r')
+            return cli_usage_error(cli, "bad option");
+        reason = optarg;
+    }
+    if ((status = cli_positionals(cli, argc, argv, 1)))
+        return status;
+    if (!approve && (!reason || !*reason))
+        return cli_usage_error(cli, "a rejection needs --reason the renter can act on");
+    if ((status = cli_need_token(cli)))
+        return status;
+    cleanup_free char *user = cli_resolve_user(cli, argv[optind], &err);
+    if (!user)
+        return cli_fail(&err);
+    cleanup_free char *id = client_escape(user);
+    cleanup_free char *path = xasprintf("/v1/admin/users/%s/verification", id);
+    cleanup_json json_t *body = json_pack("{s:b}", "approve", approve);
+    if (reason)
+        json_object_set_new(body, "reason", json_string(reason));
+    cleanup_json json_t *out = NULL;
+    if (client_request(&cli->client, "POST", path, body, NULL, &out, &err) < 0)
+        return cli_fail(&err);
+    if (cli->output == OUTPUT_JSON)
+        output_json(stdout, out);
+    else
+        printf("%s the verification of %s (%s)\n", approve ? "approved" : "rejected",
+               jstr(out, "email"), jstr(out, "user_id"));
+    return CLI_EXIT_OK;
+}
+
+static int run_verification_approve(struct cli *cli, int argc, char **argv)
+{
+    return decide(cli, argc, argv, true);
+}
+
+static int run_verification_reject(struct cli *cli, int argc, char **argv)
+{
+    return decide(cli, argc, argv, false);
+}
+
+/* POSTs body to path and prints the answer or a one-line summary. */
+static int post_and_report(struct cli *cli, const char *method, const char *path, json_t *body,
+                           const char *done)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    cleanup_json json_t *out = NULL;
+
+    if (client_request(&cli->client, method, path, body, NULL, &out, &err) < 0)
+        return cli_fail(&err);
+    if (cli->output == OUTPUT_JSON)
+        output_json(stdout, out);
+    else
+        puts(done);
+    return CLI_EXIT_OK;
+}
+
+static int run_region_add(struct cli *cli, int argc, char **argv)
+{
+    int status;
+
+    if (cli_getopt(argc, argv, no_options) != -1)
+        return cli_usage_error(cli, "bad option");
+    if ((status = cli_positionals(cli, argc, argv, 2)) || (status = cli_need_token(cli)))
+        return status;
+    cleanup_json json_t *body =
+        json_pack("{s:s, s:s}", "id", argv[optind], "name", argv[optind + 1]);
+    cleanup_free char *done = xasprintf("added region %s", argv[optind]);
+    return post_and_report(cli, "POST", "/v1/admin/regions", body, done);
+}
+
+static int run_gpu_model_add(struct cli *cli, int argc, char **argv)
+{
+    enum {
+        OPT_NAME = 1,
+        OPT_VRAM,
+        OPT_CPU,
+        OPT_MEMORY,
+        OPT_PRICE
+    };
+    static const struct option opts[] = {
+        { "name", required_argument, NULL, OPT_NAME },
+        { "vram-mib", required_argument, NULL, OPT_VRAM },
+        { "cpu", required_argument, NULL, OPT_CPU },
+        { "memory-mib", required_argument, NULL, OPT_MEMORY },
+        { "price", required_argument, NULL, OPT_PRICE },
+        { 0 },
+    };
+    const char *name = NULL;
+    int64_t vram = 0, cpu = 0, mem = 0, price = -1;
+    int c, status;
+
+    while ((c = cli_getopt(argc, argv, opts)) != -1) {
+        int rc = 0;
+        switch (c) {
+        case OPT_NAME:
+            name = optarg;
+            break;
+        case OPT_VRAM:
+            rc = cli_parse_int(cli, "--vram-mib", optarg, 1, 1 << 24, &vram);
+            break;
+        case OPT_CPU:
+            rc = cli_parse_int(cli, "--cpu", optarg, 1, 1024, &cpu);
+            break;
+        case OPT_MEMORY:
+            rc = cli_parse_int(cli, "--memory-mib", optarg, 1, 1 << 26, &mem);
+            break;
+        case OPT_PRICE:
+            rc = cli_parse_amount(cli, "--price", optarg, &price);
+            break;
+        default:
+            return cli_usage_error(cli, "bad option");
+        }
+        if (rc < 0)
+            return CLI_EXIT_USAGE;
+    }
+    if ((status = cli_positionals(cli, argc, argv, 0)))
+        return status;
+    if (!name || !vram || !cpu || !mem || price < 0)
+        return cli_usage_error(cli, "give --name, --vram-mib, --cpu, --memory-mib and --price");
+    if ((status = cli_need_token(cli)))
+        return status;
+    cleanup_json json_t *body =
+        json_pack("{s:s, s:I, s:I, s:I, s:I}", "name", name, "vram_mib", (json_int_t)vram,
+                  "cpu_cores_per_gpu", (json_int_t)cpu, "memory_mib_per_gpu", (json_int_t)mem,
+                  "price_per_hour_micros", (json_int_t)price);
+    cleanup_free char *done = xasprintf("added GPU model %s", name);
+    return post_and_report(cli, "POST", "/v1/admin/gpu-models", body, done);
+}
+
+static int run_gpu_model_price(struct cli *cli, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "region", required_argument, NULL, 'r' },
+        { 0 },
+    };
+    const char *region = NULL;
+    int64_t price;
+    int c, status;
+
+    while ((c = cli_getopt(argc, argv, opts)) != -1) {
+        if (c != 'r')
+            return cli_usage_error(cli, "bad option");
+        region = optarg;
+    }
+    if ((status = cli_positionals(cli, argc, argv, 2)))
+        return status;
+    if (cli_parse_amount(cli, "AMOUNT", argv[optind + 1], &price) < 0)
+        return CLI_EXIT_USAGE;
+    if ((status = cli_need_token(cli)))
+        return status;
+    cleanup_json json_t *body = json_pack("{s:I}", "price_per_hour_micros", (json_int_t)price);
+    if (region)
+        json_object_set_new(body, "region", json_string(region));
+    cleanup_free char *id = client_escape(argv[optind]);
+    cleanup_free char *path = xasprintf("/v1/admin/gpu-models/%s", id);
+    char shown[OUTPUT_MONEY_MAX];
+    cleanup_free char *done =
+        xasprintf("GPU model %s costs %s/hour from now on%s%s", argv[optind],
+                  output_money(price, NULL, shown), region ? " in " : "", region ? region : "");
+    return post_and_report(cli, "PATCH", path, body, done);
+}
+
+static int run_price_ls(struct cli *cli, int argc, char **argv)
+{
+    static const char *const headers[] = { "ITEM", "REGION", "AMOUNT", "FREE GIB", "FROM", "BY" };
+    static const char *const fields[] = { "item",     "region",         "amount_micros",
+                                          "free_gib", "effective_from", "created_by" };
+    struct sl_error err = SL_ERROR_INIT;
+    int status;
+
+    if ((status = cli_no_args(cli, argc, argv)) || (status = cli_need_token(cli)))
+        return status;
+    cleanup_json json_t *list = client_list(&cli->client, "/v1/admin/prices", 500, &err);
+    if (!list)
+        return cli_fail(&err);
+    print_list(cli, list, headers, fields, ARRAY_SIZE(headers));
+    return CLI_EXIT_OK;
+}
+
+static int run_price_set(struct cli *cli, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "region", required_argument, NULL, 'r' },
+        { "free-gib", required_argument, NULL, 'f' },
+        { 0 },
+    };
+    const char *region = NULL;
+    int64_t amount, free_gib = -1;
+    int c, status;
+
+    while ((c = cli_getopt(argc, argv, opts)) != -1) {
+        if (c == 'r')
+            region = optarg;
+        else if (c == 'f') {
+            if (cli_parse_int(cli, "--free-gib", optarg, 0, 1 << 20, &free_gib) < 0)
+                return CLI_EXIT_USAGE;
+        } else
+            return cli_usage_error(cli, "bad option");
+    }
+    if ((status = cli_positionals(cli, argc, argv, 2)))
+        return status;
+    if (cli_parse_amount(cli, "AMOUNT", argv[optind + 1], &amount) < 0)
+        return CLI_EXIT_USAGE;
+    if ((status = cli_need_token(cli)))
+        return status;
+    cleanup_json json_t *body =
+        json_pack("{s:s, s:I}", "item", argv[optind], "amount_micros", (json_int_t)amount);
+    if (region)
+        json_object_set_new(body, "region", json_string(region));
+    if (free_gib >= 0)
+        json_object_set_new(body, "free_gib", json_integer(free_gib));
+    char shown[OUTPUT_MONEY_MAX];
+    cleanup_free char *done =
+        xasprintf("%s costs %s from now on%s%s", argv[optind], output_money(amount, NULL, shown),
+                  region ? " in " : "", region ? region : "");
+    return post_and_report(cli, "POST", "/v1/admin/prices", body, done);
+}
+
+static int run_ledger_check(struct cli *cli, int argc, char **argv)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    cleanup_json json_t *c = NULL;
+    int status;
+
+    if ((status = cli_no_args(cli, argc, argv)) || (status = cli_need_token(cli)))
+        return status;
+    if (client_request(&cli->client, "GET", "/v1/admin/ledger/check", NULL, NULL, &c, &err) < 0)
+        return cli_fail(&err);
+    bool ok = json_is_true(json_object_get(c, "ok"));
+    if (cli->output == OUTPUT_JSON) {
+        output_json(stdout, c);
+    } else {
+        printf("ledger %s: %" PRId64 " accounts, %" PRId64 " transactions; %" PRId64
+               " bad balances, %" PRId64 " unbalanced transactions, %" PRId64
+               " bad running balances\n",
+               ok ? "ok" : "NOT CONSISTENT", jint(c, "accounts"), jint(c, "transactions"),
+               jint(c, "bad_balances"), jint(c, "unbalanced_transactions"),
+               jint(c, "bad_running_balances"));
+    }
+    if (!ok)
+        fputs("suanli: the ledger check found problems\n", stderr);
+    return ok ? CLI_EXIT_OK : CLI_EXIT_REFUSED;
+}
+
+const struct cli_command cmd_admin_user_ls = {
+    .name = "admin user ls",
+    .aliases = { "admin user list", "admin users" },
+    .usage = "[--email EMAIL]",
+    .summary = "list users with their balance",
+    .run = run_user_ls,
+};
+
+const struct cli_command cmd_admin_credit = {
+    .name = "admin credit",
+    .usage = "USER AMOUNT [--memo MEMO]",
+    .summary = "add money to a user (id u-... or email; AMOUNT like 100 or 12.5)",
+    .run = run_credit,
+};
+
+const struct cli_command cmd_admin_verification_ls = {
+    .name = "admin verification ls",
+    .aliases = { "admin verification list" },
+    .usage = "[--state pending|approved|rejected|all]",
+    .summary = "list verification requests (pending by default)",
+    .run = run_verification_ls,
+};
+
+const struct cli_command cmd_admin_verification_approve = {
+    .name = "admin verification approve",
+    .usage = "USER",
+    .summary = "approve a user's pending verification",
+    .run = run_verification_approve,
+};
+
+const struct cli_command cmd_admin_verification_reject = {
+    .name = "admin verification reject",
+    .usage = "USER --reason REASON",
+    .summary = "reject a user's pending verification, saying why",
+    .run = run_verification_reject,
+};
+
+const struct cli_command cmd_admin_region_add = {
+    .name = "admin region add",
+    .usage = "ID NAME",
+    .summary = "add a region",
+    .run = run_region_add,
+};
+
+const struct cli_command cmd_admin_gpu_model_add = {
+    .name = "admin gpu-model add",
+    .usage = "--name NAME --vram-mib V --cpu C --memory-mib M --price AMOUNT",
+    .summary = "add a GPU model (CPU cores and memory per GPU, price per hour)",
+    .run = run_gpu_model_add,
+};
+
+const struct cli_command cmd_admin_gpu_model_price = {
+    .name = "admin gpu-model price",
+    .usage = "ID AMOUNT [--region REGION]",
+    .summary = "set a GPU model's hourly price from now on",
+    .run = run_gpu_model_price,
+};
+
+const struct cli_command cmd_admin_price_ls = {
+    .name = "admin price ls",
+    .aliases = { "admin price list", "admin prices" },
+    .usage = "",
+    .summary = "list the price history",
+    .run = run_price_ls,
+};
+
+const struct cli_command cmd_admin_price_set = {
+    .name = "admin price set",
+    .usage = "nogpu|data_disk|file_storage AMOUNT [--free-gib G] [--region REGION]",
+    .summary = "set a price from now on (per hour, or per GiB-day for disks)",
+    .run = run_price_set,
+};
+
+const struct cli_command cmd_admin_ledger_check = {
+    .name = "admin ledger-check",
+    .usage = "",
+    .summary = "check that every balance equals the sum of its entries",
+    .run = run_ledger_check,
+};

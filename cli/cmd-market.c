@@ -1,0 +1,234 @@
+/* market, regions, gpu-models: the catalog a renter chooses from. */
+#include "cli.h"
+
+#include "../lib/cleanup.h"
+#include "../lib/json.h"
+#include "../lib/xalloc.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+
+/* "24 GiB" from MiB, with one decimal when it is not whole. */
+static char *gib(int64_t mib, char *buf)
+{
+    if (mib % 1024 == 0)
+        snprintf(buf, 32, "%" PRId64 " GiB", mib / 1024);
+    else
+        snprintf(buf, 32, "%" PRId64 ".%" PRId64 " GiB", mib / 1024, mib % 1024 * 10 / 1024);
+    return buf;
+}
+
+/* Parses an optional --region R; returns the path with ?region= appended. */
+static int region_path(struct cli *cli, int argc, char **argv, const char *base, char **path)
+{
+    static const struct option opts[] = {
+        { "region", required_argument, NULL, 'r' },
+        { 0 },
+    };
+    const char *region = NULL;
+    int c, status;
+
+    while ((c = cli_getopt(argc, argv, opts)) != -1) {
+        if (c != 'r')
+            return cli_usage_error(cli, "bad option");
+        region = optarg;
+    }
+    if ((status = cli_positionals(cli, argc, argv, 0)) || (status = cli_need_token(cli)))
+        return status;
+    if (region) {
+        cleanup_free char *r = client_escape(region);
+        *path = xasprintf("%s?region=%s", base, r);
+    } else {
+        *path = xstrdup(base);
+    }
+    return CLI_EXIT_OK;
+}
+
+static const char *price(json_t *j, const char *key, const char *currency, const char *unit,
+                         char *buf, size_t size)
+{
+    char amount[OUTPUT_MONEY_MAX];
+
+    if (!json_is_integer(json_object_get(j, key)))
+        return "-";
+    snprintf(buf, size, "%s%s", output_money(jint(j, key), currency, amount), unit);
+    return buf;
+}
+
+static int run_market(struct cli *cli, int argc, char **argv)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    cleanup_free char *path = NULL;
+    cleanup_json json_t *market = NULL;
+    int status;
+
+    if ((status = region_path(cli, argc, argv, "/v1/market", &path)))
+        return status;
+    if (client_request(&cli->client, "GET", path, NULL, NULL, &market, &err) < 0)
+        return cli_fail(&err);
+    if (cli->output == OUTPUT_JSON) {
+        output_json(stdout, market);
+        return CLI_EXIT_OK;
+    }
+    const char *currency = jstr(market, "currency");
+    static const char *const headers[] = { "REGION",  "GPU",   "VRAM",      "CPU/GPU",
+                                           "MEM/GPU", "PRICE", "FREE/TOTAL" };
+    struct table t;
+    size_t i, j;
+    json_t *r, *m;
+    table_init(&t, ARRAY_SIZE(headers), headers);
+    json_array_foreach(json_object_get(market, "items"), i, r)
+    {
+        json_array_foreach(json_object_get(r, "gpu_models"), j, m)
+        {
+            char vram[32], cpu[32], mem[32], per_hour[64], gpus[48];
+            snprintf(cpu, sizeof(cpu), "%" PRId64, jint(m, "cpu_cores_per_gpu"));
+            snprintf(gpus, sizeof(gpus), "%" PRId64 "/%" PRId64, jint(m, "gpus_free"),
+                     jint(m, "gpus_total"));
+            const char *row[] = {
+                jstr(r, "region"),
+                jstr(m, "name"),
+                gib(jint(m, "vram_mib"), vram),
+                cpu,
+                gib(jint(m, "memory_mib_per_gpu"), mem),
+                price(m, "price_per_hour_micros", currency, "/h", per_hour, sizeof(per_hour)),
+                gpus,
+            };
+            table_add(&t, row);
+        }
+    }
+    table_print(&t, stdout);
+    table_release(&t);
+    json_array_foreach(json_object_get(market, "items"), i, r)
+    {
+        char nogpu[64], disk[64], files[64];
+        json_t *d = json_object_get(r, "data_disk"), *f = json_object_get(r, "file_storage");
+        printf("\n%s (%s)%s: no-GPU mode %s; data disk %" PRId64 " GiB free, then %s; "
+               "file storage %" PRId64 " GiB free, then %s\n",
+               jstr(r, "region"), jstr(r, "region_name"),
+               json_is_true(json_object_get(r, "sample")) ? " [sample]" : "",
+               price(r, "nogpu_price_per_hour_micros", currency, "/h", nogpu, sizeof(nogpu)),
+               jint(d, "free_gib"),
+               price(d, "price_per_gib_day_micros", currency, "/GiB/day", disk, sizeof(disk)),
+               jint(f, "free_gib"),
+               price(f, "price_per_gib_day_micros", currency, "/GiB/day", files, sizeof(files)));
+    }
+    return CLI_EXIT_OK;
+}
+
+static int run_regions(struct cli *cli, int argc, char **argv)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    cleanup_json json_t *list = NULL;
+    int status;
+
+    if ((status = cli_no_args(cli, argc, argv)) || (status = cli_need_token(cli)))
+        return status;
+    if (client_request(&cli->client, "GET",
+                       cli->cmd == &cmd_admin_region_ls ? "/v1/admin/regions" : "/v1/regions", NULL,
+                       NULL, &list, &err) < 0)
+        return cli_fail(&err);
+    if (cli->output == OUTPUT_JSON) {
+        output_json(stdout, list);
+        return CLI_EXIT_OK;
+    }
+    static const char *const headers[] = { "ID", "NAME", "SAMPLE", "CREATED" };
+    struct table t;
+    size_t i;
+    json_t *r;
+    table_init(&t, ARRAY_SIZE(headers), headers);
+    json_array_foreach(json_object_get(list, "items"), i, r)
+    {
+        char created[32];
+        const char *row[] = { jstr(r, "id"), jstr(r, "name"),
+                              json_is_true(json_object_get(r, "sample")) ? "yes" : "no",
+                              output_time(jstr(r, "created_at"), created) };
+        table_add(&t, row);
+    }
+    table_print(&t, stdout);
+    table_release(&t);
+    return CLI_EXIT_OK;
+}
+
+static int run_gpu_models(struct cli *cli, int argc, char **argv)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    cleanup_free char *path = NULL;
+    cleanup_json json_t *list = NULL;
+    bool admin = cli->cmd == &cmd_admin_gpu_model_ls;
+    int status;
+
+    if ((status = region_path(cli, argc, argv, admin ? "/v1/admin/gpu-models" : "/v1/gpu-models",
+                              &path)))
+        return status;
+    if (client_request(&cli->client, "GET", path, NULL, NULL, &list, &err) < 0)
+        return cli_fail(&err);
+    if (cli->output == OUTPUT_JSON) {
+        output_json(stdout, list);
+        return CLI_EXIT_OK;
+    }
+    static const char *const headers[] = { "ID",      "NAME",       "VRAM",  "CPU/GPU",
+                                           "MEM/GPU", "PRICE/HOUR", "SAMPLE" };
+    struct table t;
+    size_t i;
+    json_t *m;
+    table_init(&t, ARRAY_SIZE(headers), headers);
+    json_array_foreach(json_object_get(list, "items"), i, m)
+    {
+        char vram[32], cpu[32], mem[32], per_hour[64];
+        snprintf(cpu, sizeof(cpu), "%" PRId64, jint(m, "cpu_cores_per_gpu"));
+        const char *row[] = {
+            jstr(m, "id"),
+            jstr(m, "name"),
+            gib(jint(m, "vram_mib"), vram),
+            cpu,
+            gib(jint(m, "memory_mib_per_gpu"), mem),
+            price(m, "price_per_hour_micros", NULL, "", per_hour, sizeof(per_hour)),
+            json_is_true(json_object_get(m, "sample")) ? "yes" : "no",
+        };
+        table_add(&t, row);
+    }
+    table_print(&t, stdout);
+    table_release(&t);
+    return CLI_EXIT_OK;
+}
+
+const struct cli_command cmd_market = {
+    .name = "market",
+    .usage = "[--region REGION]",
+    .summary = "GPU models for rent in each region, with prices and free GPUs",
+    .run = run_market,
+};
+
+const struct cli_command cmd_regions = {
+    .name = "regions",
+    .aliases = { "region ls", "region list" },
+    .usage = "",
+    .summary = "list the regions",
+    .run = run_regions,
+};
+
+const struct cli_command cmd_gpu_models = {
+    .name = "gpu-models",
+    .aliases = { "gpu-model ls", "gpu-model list" },
+    .usage = "[--region REGION]",
+    .summary = "list the GPU models with their hourly price",
+    .run = run_gpu_models,
+};
+
+/* The admin views share these bodies; the admin routes need the admin role. */
+const struct cli_command cmd_admin_region_ls = {
+    .name = "admin region ls",
+    .aliases = { "admin region list" },
+    .usage = "",
+    .summary = "list the regions (admin)",
+    .run = run_regions,
+};
+
+const struct cli_command cmd_admin_gpu_model_ls = {
+    .name = "admin gpu-model ls",
+    .aliases = { "admin gpu-model list" },
+    .usage = "[--region REGION]",
+    .summary = "list the GPU models with their price (admin)",
+    .run = run_gpu_models,
+};
