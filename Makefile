@@ -53,6 +53,9 @@ $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/tests/unit/harness.o $(BUILD)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
+# harness.o is shared by every unit test: keep it between builds
+.SECONDARY: $(BUILD)/tests/unit/harness.o
+
 deps:
 	@scripts/deps.sh build
 

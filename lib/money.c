@@ -13,22 +13,31 @@ static int out_of_range(struct sl_error *err)
 
 int sl_money_add(int64_t a, int64_t b, int64_t *out, struct sl_error *err)
 {
-    if (__builtin_add_overflow(a, b, out))
+    int64_t r;
+
+    if (__builtin_add_overflow(a, b, &r))
         return out_of_range(err);
+    *out = r;
     return 0;
 }
 
 int sl_money_sub(int64_t a, int64_t b, int64_t *out, struct sl_error *err)
 {
-    if (__builtin_sub_overflow(a, b, out))
+    int64_t r;
+
+    if (__builtin_sub_overflow(a, b, &r))
         return out_of_range(err);
+    *out = r;
     return 0;
 }
 
 int sl_money_mul(int64_t a, int64_t n, int64_t *out, struct sl_error *err)
 {
-    if (__builtin_mul_overflow(a, n, out))
+    int64_t r;
+
+    if (__builtin_mul_overflow(a, n, &r))
         return out_of_range(err);
+    *out = r;
     return 0;
 }
 

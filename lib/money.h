@@ -12,7 +12,8 @@
 #define SL_MICROS_PER_UNIT  1000000LL
 #define SL_MONEY_FORMAT_MAX 32
 
-/* *out = a + b; fails with code "amount_out_of_range" on overflow. */
+/* *out = a + b; fails with code "amount_out_of_range" on overflow, leaving
+ * *out unchanged. */
 int sl_money_add(int64_t a, int64_t b, int64_t *out, struct sl_error *err);
 int sl_money_sub(int64_t a, int64_t b, int64_t *out, struct sl_error *err);
 /* *out = a * n (a count of units, e.g. GPUs). */

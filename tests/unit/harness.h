@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 struct store;
 
@@ -34,14 +35,18 @@ bool test_ok(void);
 
 /* Each evaluates to true when the check passed, so a test can stop early:
  * `if (!CHECK(p)) return;`. */
-#define CHECK(cond) ((cond) ? true : test_fail(__FILE__, __LINE__, "CHECK(%s)", #cond))
+#define CHECK(cond)                                                                                \
+    ({                                                                                             \
+        bool check_ok_ = (cond);                                                                   \
+        check_ok_ ? true : test_fail(__FILE__, __LINE__, "CHECK(%s)", #cond);                      \
+    })
 
 #define CHECK_EQ_INT(a, b)                                                                         \
     ({                                                                                             \
         long long check_a_ = (long long)(a), check_b_ = (long long)(b);                            \
-        check_a_ == check_b_ ? true                                                                \
-                             : test_fail(__FILE__, __LINE__, "%s == %s: %lld != %lld", #a, #b,     \
-                                         check_a_, check_b_);                                      \
+        check_a_ == check_b_                                                                       \
+            ? true                                                                                 \
+            : test_fail(__FILE__, __LINE__, "%s == %s: %lld != %lld", #a, #b, check_a_, check_b_); \
     })
 
 #define CHECK_STR(a, b)                                                                            \
@@ -57,7 +62,7 @@ bool test_ok(void);
 #define CHECK_PREFIX(a, prefix)                                                                    \
     ({                                                                                             \
         const char *check_a_ = (a), *check_p_ = (prefix);                                          \
-        check_a_ && strncmp(check_a_, check_p_, strlen(check_p_)) == 0                             \
+        check_a_ &&strncmp(check_a_, check_p_, strlen(check_p_)) == 0                              \
             ? true                                                                                 \
             : test_fail(__FILE__, __LINE__, "%s starts with %s: \"%s\" vs \"%s\"", #a, #prefix,    \
                         check_a_ ? check_a_ : "(null)", check_p_);                                 \
@@ -67,7 +72,7 @@ bool test_ok(void);
 #define CHECK_CONTAINS(a, needle)                                                                  \
     ({                                                                                             \
         const char *check_a_ = (a), *check_n_ = (needle);                                          \
-        check_a_ && strstr(check_a_, check_n_)                                                     \
+        check_a_ &&strstr(check_a_, check_n_)                                                      \
             ? true                                                                                 \
             : test_fail(__FILE__, __LINE__, "%s contains %s: \"%s\" lacks \"%s\"", #a, #needle,    \
                         check_a_ ? check_a_ : "(null)", check_n_);                                 \
