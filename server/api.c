@@ -161,6 +161,22 @@ static const struct api_route *find_route(struct api_request *req, bool *path_kn
     return NULL;
 }
 
+json_t *api_error_json(const char *code, const char *message)
+{
+    json_t *j = json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", message);
+
+    if (!j) {
+        /* the message quotes request bytes that are not UTF-8 (a path, an
+         * id): jansson refuses them, so send them as '?' */
+        cleanup_free char *clean = xstrdup(message);
+        for (char *p = clean; *p; p++)
+            if ((unsigned char)*p >= 0x80)
+                *p = '?';
+        j = json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", clean);
+    }
+    return j;
+}
+
 static void reply_error(struct api_response *res, const struct sl_error *err)
 {
     const char *code = err->code[0] ? err->code : sl_error_kind_code(err->kind);
@@ -172,8 +188,7 @@ static void reply_error(struct api_response *res, const struct sl_error *err)
         msg = "internal error; the operator has the details in suanlid's log";
         code = "internal";
     }
-    api_reply(res, sl_error_http_status(err->kind),
-              json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", msg));
+    api_reply(res, sl_error_http_status(err->kind), api_error_json(code, msg));
 }
 
 /* Runs the handler; a handler that changes things runs in a transaction (a

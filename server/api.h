@@ -94,6 +94,9 @@ char *api_response_body(struct api_response *res, size_t *len, const char **cont
 int api_body_fields(struct api_request *req, const struct sl_json_field *fields, size_t n,
                     struct sl_error *err);
 void api_reply(struct api_response *res, int status, json_t *json);
+/* {"error":{"code":...,"message":...}}; bytes of message that are not valid
+ * UTF-8 (quoted from a request) become '?'. Returns a new reference. */
+json_t *api_error_json(const char *code, const char *message);
 void api_add_header(struct api_response *res, const char *name, const char *value);
 const char *api_query(struct api_request *req, const char *name);
 const char *api_header(struct api_request *req, const char *name);

@@ -5,6 +5,7 @@
 #include "../lib/timefmt.h"
 #include "../lib/xalloc.h"
 
+#include <stdio.h>
 #include <string.h>
 
 bool idempotency_applies(const struct api_request *req)
@@ -103,13 +104,18 @@ int idempotency_run(struct api_request *req, struct api_response *res,
 {
     struct store *st = req->srv->store;
     const char *key = api_header(req, "Idempotency-Key");
-    const char *owner = req->caller.authenticated ? req->caller.user_id : "anonymous";
-    char hash[SL_HASH_HEX_MAX];
+    char owner[SL_ID_MAX + 64], hash[SL_HASH_HEX_MAX];
     cleanup_tx struct store *tx = NULL;
     int rc;
 
     if (check_key(key, err) < 0)
         return -1;
+    /* anonymous callers get a space per client address, so strangers' keys
+     * never collide nor replay one another's answers */
+    if (req->caller.authenticated)
+        snprintf(owner, sizeof(owner), "%s", req->caller.user_id);
+    else
+        snprintf(owner, sizeof(owner), "anonymous:%s", req->remote_addr ? req->remote_addr : "");
     request_hash(req, hash);
     /* the outer write transaction serialises requests with the same key */
     if (store_begin(st, err) < 0)
@@ -123,8 +129,7 @@ int idempotency_run(struct api_request *req, struct api_response *res,
             err->kind == SL_E_RATE_LIMITED)
             return -1;
         /* a refusal is an answer too: store it so a retry gets the same */
-        api_reply(res, sl_error_http_status(err->kind),
-                  json_pack("{s:{s:s, s:s}}", "error", "code", err->code, "message", err->message));
+        api_reply(res, sl_error_http_status(err->kind), api_error_json(err->code, err->message));
     }
     if (res->status >= 500)
         return 0;
