@@ -249,6 +249,8 @@ int api_admin_gpu_models_update(struct api_request *req, struct api_response *re
         return sl_fail(err, SL_E_NOT_FOUND, "no_such_gpu_model",
                        "no GPU model '%s': list them with suanli admin gpu-model ls",
                        req->params[0]);
+    if (region && !*region)
+        region = NULL; /* "" names the price for every region */
     if (region && region_exists(st, region, err) < 0)
         return -1;
     snprintf(item, sizeof(item), "gpu:%s", req->params[0]);
@@ -323,6 +325,8 @@ int api_admin_prices_create(struct api_request *req, struct api_response *res, s
                        "PATCH /v1/admin/gpu-models/{id})");
     if (strcmp(item, CATALOG_NOGPU) == 0 && free_gib)
         return sl_fail(err, SL_E_INVALID, "invalid_field", "free_gib applies to disks only");
+    if (region && !*region)
+        region = NULL; /* "" names the price for every region */
     if (region && region_exists(st, region, err) < 0)
         return -1;
     if (catalog_price_set(st, item, region, amount, free_gib, false, req->caller.user_id, err) < 0)

@@ -56,8 +56,10 @@ int api_tokens_create(struct api_request *req, struct api_response *res, struct 
     if (api_body_fields(req, fields, ARRAY_SIZE(fields), err) < 0)
         return -1;
     if (store_get_int(req->srv->store,
-                      "SELECT COUNT(*) FROM tokens WHERE user_id = ?1 AND kind = 'api'",
-                      DB_ARGS(DB_TEXT(req->caller.user_id)), &count, err) < 0)
+                      "SELECT COUNT(*) FROM tokens WHERE user_id = ?1 AND kind = 'api'"
+                      " AND (expires_at IS NULL OR expires_at > ?2)",
+                      DB_ARGS(DB_TEXT(req->caller.user_id), DB_INT(sl_time_now())), &count,
+                      err) < 0)
         return -1;
     if (count >= req->srv->cfg.max_api_tokens)
         return sl_fail(err, SL_E_CONFLICT, "too_many_tokens",

@@ -15,6 +15,11 @@ struct store {
     const struct store_ops *ops;
     char *target;
     pthread_key_t key;
+    /* One writer at a time in this process. SQLite would serialise writers
+     * anyway, but through its busy handler, which sleeps and retries: under
+     * load that turns a 1 ms queue into 100 ms tails. A mutex queues them
+     * at once and fairly. */
+    pthread_mutex_t write_lock;
 };
 
 struct conn {
@@ -31,8 +36,10 @@ static void conn_destroy(void *p)
 {
     struct conn *c = p;
 
-    if (c->depth > 0)
+    if (c->depth > 0) {
         c->st->ops->exec(c->backend, "ROLLBACK", DB_NO_ARGS, NULL);
+        pthread_mutex_unlock(&c->st->write_lock);
+    }
     c->st->ops->disconnect(c->backend);
     free(c);
 }
@@ -69,6 +76,7 @@ struct store *store_open(const char *uri, struct sl_error *err)
     st = xzalloc(sizeof(*st));
     st->ops = ops;
     st->target = xstrdup(target);
+    pthread_mutex_init(&st->write_lock, NULL);
     if (pthread_key_create(&st->key, conn_destroy) != 0) {
         free(st->target);
         free(st);
@@ -115,8 +123,11 @@ int store_begin(struct store *st, struct sl_error *err)
     if (!c)
         return -1;
     if (c->depth == 0) {
-        if (st->ops->exec(c->backend, st->ops->begin_sql, DB_NO_ARGS, err) < 0)
+        pthread_mutex_lock(&st->write_lock);
+        if (st->ops->exec(c->backend, st->ops->begin_sql, DB_NO_ARGS, err) < 0) {
+            pthread_mutex_unlock(&st->write_lock);
             return -1;
+        }
     } else {
         snprintf(sql, sizeof(sql), "SAVEPOINT sp%d", c->depth);
         if (st->ops->exec(c->backend, sql, DB_NO_ARGS, err) < 0)
@@ -143,7 +154,8 @@ int store_commit(struct store *st, struct sl_error *err)
         store_rollback(st);
         return -1;
     }
-    c->depth--;
+    if (--c->depth == 0)
+        pthread_mutex_unlock(&st->write_lock);
     return 0;
 }
 
@@ -156,6 +168,7 @@ void store_rollback(struct store *st)
         return;
     if (c->depth == 1) {
         st->ops->exec(c->backend, "ROLLBACK", DB_NO_ARGS, NULL);
+        pthread_mutex_unlock(&st->write_lock);
     } else {
         snprintf(sql, sizeof(sql), "ROLLBACK TO sp%d", c->depth - 1);
         st->ops->exec(c->backend, sql, DB_NO_ARGS, NULL);
