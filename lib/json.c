@@ -12,11 +12,14 @@ static const struct sl_json_field *find_field(const struct sl_json_field *f, siz
     return NULL;
 }
 
-static bool has_control(const char *s)
+static bool has_control(const char *s, bool multiline)
 {
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (multiline && (*p == '\t' || *p == '\n' || *p == '\r'))
+            continue;
         if (*p < 0x20 || *p == 0x7f)
             return true;
+    }
     return false;
 }
 
@@ -39,7 +42,7 @@ static int check_string(const struct sl_json_field *f, json_t *v, struct sl_erro
     if (len > max)
         return sl_fail(err, SL_E_INVALID, "invalid_field",
                        "field '%s' is too long: at most %zu bytes", f->name, max);
-    if (has_control(s))
+    if (has_control(s, f->multiline))
         return sl_fail(err, SL_E_INVALID, "invalid_field",
                        "field '%s' must not contain control characters", f->name);
     if (f->out)
@@ -74,7 +77,7 @@ int sl_json_fields(json_t *obj, const struct sl_json_field *fields, size_t n, st
     json_object_foreach(obj, key, v)
     {
         if (!find_field(fields, n, key)) {
-            if (strlen(key) > 64 || has_control(key))
+            if (strlen(key) > 64 || has_control(key, false))
                 return sl_fail(err, SL_E_INVALID, "unknown_field",
                                "unknown field in the request body");
             return sl_fail(err, SL_E_INVALID, "unknown_field",

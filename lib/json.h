@@ -26,13 +26,15 @@ struct sl_json_field {
     enum sl_json_type type;
     bool required;
     size_t min_len, max_len; /* strings, in bytes; max_len 0 means 256 */
+    bool multiline;          /* strings: allow tab, CR and LF (pasted text) */
     int64_t min, max;        /* integers; both 0 means no bound */
     void *out;               /* untouched when the field is absent */
 };
 
 /* Checks obj against fields: it must be an object, carry every required
  * field, no unknown field, each of its type and within its bounds; strings
- * must not hold control characters. Fills the outs. Errors are SL_E_INVALID
+ * must not hold control characters (but multiline ones may hold tab, CR
+ * and LF). Fills the outs. Errors are SL_E_INVALID
  * with code "invalid_field" or "unknown_field" and name the field. */
 int sl_json_fields(json_t *obj, const struct sl_json_field *fields, size_t n, struct sl_error *err);
 

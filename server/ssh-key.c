@@ -151,6 +151,11 @@ int ssh_key_parse(const char *text, struct ssh_key *key, struct sl_error *err)
     char *e = key->comment + strlen(key->comment);
     while (e > key->comment && isspace((unsigned char)e[-1]))
         *--e = '\0';
+    for (e = key->comment; *e; e++)
+        if ((unsigned char)*e < 0x20 && *e != '\t') {
+            ssh_key_release(key);
+            return bad(err, "there is more than one line: add one key at a time");
+        }
     return 0;
 }
 
