@@ -50,9 +50,10 @@ int api_ssh_keys_create(struct api_request *req, struct api_response *res, struc
     const char *name = NULL, *text = NULL;
     const struct sl_json_field fields[] = {
         { "name", SL_JSON_STRING, .max_len = 100, .out = &name },
-        /* pasted from a terminal: a trailing newline, or a private key's lines */
-        { "public_key", SL_JSON_STRING, .required = true, .min_len = 1, .max_len = 16384,
-          .multiline = true, .out = &text },
+        /* pasted from a terminal: a trailing newline, or a private key's lines; an
+         * empty one is refused by ssh_key_parse, with a message that says what to paste */
+        { "public_key", SL_JSON_STRING, .required = true, .max_len = 16384, .multiline = true,
+          .out = &text },
     };
     __attribute__((cleanup(release_key))) struct ssh_key key = { 0 };
     char id[SL_ID_MAX];

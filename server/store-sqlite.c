@@ -1,7 +1,7 @@
 /* SQLite backend of the store: WAL, a busy timeout, one connection per
  * thread, and a small cache of prepared statements keyed by the address of
- * the SQL text (callers pass string literals, so the address identifies the
- * statement). */
+ * the SQL text (callers pass string literals, so the address nearly always
+ * identifies the statement; a hit is checked against the text). */
 #include "store.h"
 
 #include "../lib/xalloc.h"
@@ -132,7 +132,10 @@ static sqlite3_stmt *prepare(struct sqlite_conn *c, const char *sql, struct cach
     int rc;
 
     *slotp = NULL;
-    if (slot->sql == sql && slot->stmt && !slot->in_use) {
+    /* the address alone is not enough: a buffer on the stack (store.c's
+     * SAVEPOINT and RELEASE) holds other texts at the same address */
+    if (slot->sql == sql && slot->stmt && !slot->in_use &&
+        strcmp(sqlite3_sql(slot->stmt), sql) == 0) {
         slot->in_use = true;
         *slotp = slot;
         return slot->stmt;

@@ -1,0 +1,220 @@
+"""T170: authorisation over every route of `suanlid --print-routes`:
+anonymous callers get 401 on every non-public route; a renter sees none of
+the admin routes (404, no effect) and nothing of another renter."""
+import base64
+import json
+import os
+import struct
+import subprocess
+
+import pytest
+
+from conftest import SUANLID
+
+# routes anyone may call without logging in
+PUBLIC = {
+    ("GET", "/healthz"),
+    ("GET", "/metrics"),
+    ("POST", "/v1/users"),
+    ("POST", "/v1/sessions"),
+    ("POST", "/v1/payments/webhook"),
+}
+
+
+def print_routes():
+    out = subprocess.run([SUANLID, "--print-routes"], check=True, capture_output=True,
+                         text=True).stdout
+    return [tuple(line.split(None, 1)) for line in out.splitlines() if line.strip()]
+
+
+ROUTES = print_routes()
+
+
+def ed25519_line(comment):
+    blob = (struct.pack(">I", 11) + b"ssh-ed25519" + struct.pack(">I", 32) + os.urandom(32))
+    return f"ssh-ed25519 {base64.b64encode(blob).decode()} {comment}"
+
+
+def id_number():
+    w = [7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2]
+    first = "11010519900101" + f"{int.from_bytes(os.urandom(2), 'big') % 900 + 100}"
+    return first + "10X98765432"[sum(int(c) * x for c, x in zip(first, w)) % 11]
+
+
+@pytest.fixture(scope="module")
+def world(server):
+    admin = server.admin_token
+    a = server.register(name="Alice Secret")
+    b = server.register(name="Bob")
+    tok = server.request("POST", "/v1/tokens", {"name": "alice-ci"}, token=a["token"]).json
+    key = server.request("POST", "/v1/ssh-keys", {"public_key": ed25519_line("alice@laptop")},
+                         token=a["token"]).json
+    credit = server.credit(a["id"], 4_200_000, memo="alice money")
+    ver = server.request("POST", "/v1/me/verification",
+                         {"real_name": "爱丽丝", "id_number": id_number()}, token=a["token"])
+    assert ver.status == 201, ver
+    gpu = server.request("GET", "/v1/gpu-models", token=admin).json["items"][0]
+    a.update(token_id=tok["id"], token_secret=tok["token"], key_id=key["id"],
+             fingerprint=key["fingerprint"], txn_id=credit["txn_id"],
+             verification_id=ver.json["id"], masked=ver.json["id_number_masked"])
+    # what B must never be shown
+    secrets = {a["id"], a["email"], tok["id"], tok["token"], tok["hint"], key["id"],
+               key["fingerprint"], key["public_key"].split()[1], credit["txn_id"],
+               ver.json["id"], ver.json["id_number_masked"], "Alice Secret", "爱丽丝",
+               "alice money", "alice@laptop", a["token"]}
+    return {"a": a, "b": b, "gpu": gpu, "secrets": secrets}
+
+
+def fill(pattern, world):
+    a = world["a"]
+    if pattern.startswith("/v1/tokens/"):
+        v = a["token_id"]
+    elif pattern.startswith("/v1/ssh-keys/"):
+        v = a["key_id"]
+    elif pattern.startswith("/v1/admin/gpu-models/"):
+        v = world["gpu"]["id"]
+    else:
+        v = a["id"]
+    return pattern.replace("{id}", v)
+
+
+def body_for(method):
+    return {} if method in ("POST", "PATCH", "PUT") else None
+
+
+@pytest.mark.parametrize("method,pattern", ROUTES, ids=[f"{m} {p}" for m, p in ROUTES])
+def test_anonymous(server, world, method, pattern):
+    path = fill(pattern, world)
+    for headers in ({}, {"Authorization": "Bearer sl_not_a_real_token"},
+                    {"Cookie": "suanli_session=sl_forged"}):
+        r = server.request(method, path, body_for(method), headers=headers)
+        if (method, pattern) in PUBLIC:
+            assert r.status != 401 or "Authorization" in headers, r
+            assert r.status < 500, r
+            continue
+        assert r.status == 401, (method, path, headers, r)
+        assert r.json["error"]["code"] and r.json["error"]["message"], r
+        for s in world["secrets"]:
+            if s not in path:
+                assert s not in r.body, (s, r)
+
+
+def test_every_non_public_route_needs_login(world):
+    # guard against a PUBLIC table that is out of date
+    for m, p in PUBLIC:
+        assert (m, p) in ROUTES, f"{m} {p} is no longer a route"
+
+
+def leaks(world, r, sent):
+    return [s for s in world["secrets"] if s not in sent and s in r.body]
+
+
+@pytest.mark.parametrize("method,pattern", ROUTES, ids=[f"{m} {p}" for m, p in ROUTES])
+def test_renter_b_sees_nothing_of_a(server, world, method, pattern):
+    b = world["b"]
+    path = fill(pattern, world)
+    token = b["token"]
+    if pattern == "/v1/sessions/current":
+        token = server.login(b["email"])  # do not log B's main session out
+    r = server.request(method, path, body_for(method), token=token)
+    assert r.status < 500, r
+    if pattern.startswith("/v1/admin/"):
+        assert r.status == 404, r
+        # indistinguishable from a route that does not exist
+        ghost = server.request(method, "/v1/admin/no-such-thing", body_for(method), token=token)
+        assert r.code == ghost.code, (r, ghost)
+    sent = path + json.dumps(body_for(method))
+    assert not leaks(world, r, sent), (method, path, leaks(world, r, sent), r)
+
+
+def test_b_lists_only_its_own(server, world):
+    b = world["b"]
+    for path in ("/v1/me", "/v1/tokens", "/v1/ssh-keys", "/v1/balance", "/v1/ledger",
+                 "/v1/me/verification", "/v1/regions", "/v1/gpu-models", "/v1/market",
+                 "/v1/tokens?limit=500", "/v1/ledger?limit=500", "/v1/ssh-keys?cursor=0"):
+        r = server.request("GET", path, token=b["token"])
+        assert r.status in (200, 404), (path, r)
+        assert not leaks(world, r, path), (path, leaks(world, r, path))
+    assert server.request("GET", "/v1/balance", token=b["token"]).json["balance_micros"] == 0
+
+
+def test_b_cannot_delete_a_token_or_key(server, world):
+    a, b = world["a"], world["b"]
+    r = server.request("DELETE", f"/v1/tokens/{a['token_id']}", token=b["token"])
+    assert r.status == 404 and r.code == "no_such_token", r
+    r = server.request("DELETE", f"/v1/ssh-keys/{a['key_id']}", token=b["token"])
+    assert r.status == 404 and r.code == "no_such_ssh_key", r
+    # the same answer as for ids that do not exist at all
+    assert server.request("DELETE", "/v1/tokens/tok-doesnotexist", token=b["token"]).status == 404
+    # both still exist and work
+    assert server.request("GET", "/v1/me", token=a["token_secret"]).json["id"] == a["id"]
+    keys = server.request("GET", "/v1/ssh-keys", token=a["token"]).json["items"]
+    assert a["key_id"] in [k["id"] for k in keys]
+    toks = server.request("GET", "/v1/tokens", token=a["token"]).json["items"]
+    assert a["token_id"] in [t["id"] for t in toks]
+    # A's login session cannot be deleted through the tokens route by B either
+    sess = [t for t in toks if t["current"]][0]
+    r = server.request("DELETE", f"/v1/tokens/{sess['id']}", token=b["token"])
+    assert r.status == 404
+    assert server.request("GET", "/v1/me", token=a["token"]).status == 200
+
+
+def admin_writes(server, world):
+    """(method, path, body, check) for each admin write: check(server) is true
+    while the write has not happened."""
+    a, b = world["a"], world["b"]
+    admin = server.admin_token
+    gpu = world["gpu"]
+
+    def bal(u):
+        return server.request("GET", "/v1/balance", token=u["token"]).json["balance_micros"]
+
+    a_bal, b_bal = bal(a), bal(b)
+    regions = lambda: [r["id"] for r in server.request("GET", "/v1/regions", token=admin).json["items"]]
+    models = lambda: {m["name"]: m for m in server.request("GET", "/v1/gpu-models", token=admin).json["items"]}
+    market = lambda: server.request("GET", "/v1/market?region=sample-1", token=admin).json["items"][0]
+    nogpu = market()["nogpu_price_per_hour_micros"]
+    return [
+        ("POST", f"/v1/admin/users/{a['id']}/credit", {"amount_micros": 1_000_000, "memo": "x"},
+         lambda: bal(a) == a_bal),
+        ("POST", f"/v1/admin/users/{b['id']}/credit", {"amount_micros": 1_000_000, "memo": "x"},
+         lambda: bal(b) == b_bal),
+        ("POST", f"/v1/admin/users/{a['id']}/verification", {"approve": True},
+         lambda: server.request("GET", "/v1/me", token=a["token"]).json["verification"] == "pending"),
+        ("POST", "/v1/admin/regions", {"id": "evil-1", "name": "evil"},
+         lambda: "evil-1" not in regions()),
+        ("POST", "/v1/admin/gpu-models", {"name": "Evil GPU", "vram_mib": 1, "cpu_cores_per_gpu": 1,
+                                          "memory_mib_per_gpu": 1, "price_per_hour_micros": 1},
+         lambda: "Evil GPU" not in models()),
+        ("PATCH", f"/v1/admin/gpu-models/{gpu['id']}", {"price_per_hour_micros": 1},
+         lambda: models()[gpu["name"]]["price_per_hour_micros"] == gpu["price_per_hour_micros"]),
+        ("POST", "/v1/admin/prices", {"item": "nogpu", "amount_micros": 1},
+         lambda: market()["nogpu_price_per_hour_micros"] == nogpu),
+    ]
+
+
+def test_renter_admin_writes_have_no_effect(server, world):
+    b = world["b"]
+    writes = admin_writes(server, world)
+    admin_routes = {(m, p) for m, p in ROUTES if p.startswith("/v1/admin/") and m != "GET"}
+    covered = set()
+    for method, path, body, unchanged in writes:
+        for m, p in admin_routes:
+            if m == method and len(p.split("/")) == len(path.split("/")) and all(
+                    x == y or x == "{id}" for x, y in zip(p.split("/"), path.split("/"))):
+                covered.add((m, p))
+        for token in (b["token"],
+                      server.request("POST", "/v1/tokens", {"name": "b-api"},
+                                     token=b["token"]).json["token"]):
+            r = server.request(method, path, body, token=token)
+            assert r.status == 404, (method, path, r)
+            r = server.request(method, path, body, token=token,
+                               headers={"Idempotency-Key": "evil-" + path})
+            assert r.status == 404, (method, path, r)
+        assert unchanged(), (method, path, "changed by a renter")
+    assert covered == admin_routes, f"admin writes not tried: {admin_routes - covered}"
+    # the same requests as the admin do take effect: the checks above are real
+    for method, path, body, unchanged in writes:
+        r = server.request(method, path, body, token=server.admin_token)
+        assert 200 <= r.status < 300, (method, path, r)
+        assert not unchanged(), (method, path, "admin write had no visible effect")
