@@ -53,8 +53,8 @@ $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/tests/unit/harness.o $(BUILD)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
-# harness.o is shared by every unit test: keep it between builds
-.SECONDARY: $(BUILD)/tests/unit/harness.o
+# keep intermediate objects (harness.o, test objects) between builds
+.SECONDARY:
 
 deps:
 	@scripts/deps.sh build

@@ -217,3 +217,25 @@ char *cli_resolve_user(struct cli *cli, const char *user, struct sl_error *err)
     }
     return xstrdup(id);
 }
+
+int cli_remove_one(struct cli *cli, int argc, char **argv, const char *collection, const char *noun)
+{
+    static const struct option none[] = { { 0 } };
+    struct sl_error err = SL_ERROR_INIT;
+    int status;
+
+    if (cli_getopt(argc, argv, none) != -1)
+        return cli_usage_error(cli, "bad option");
+    if ((status = cli_positionals(cli, argc, argv, 1)) || (status = cli_need_token(cli)))
+        return status;
+    cleanup_free char *id = client_escape(argv[optind]);
+    cleanup_free char *path = xasprintf("%s/%s", collection, id);
+    cleanup_json json_t *out = NULL;
+    if (client_request(&cli->client, "DELETE", path, NULL, NULL, &out, &err) < 0)
+        return cli_fail(&err);
+    if (cli->output == OUTPUT_JSON)
+        output_json(stdout, NULL);
+    else
+        printf("removed %s %s\n", noun, argv[optind]);
+    return CLI_EXIT_OK;
+}

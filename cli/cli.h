@@ -77,6 +77,10 @@ int cli_no_args(struct cli *cli, int argc, char **argv);
  * (optind on); a usage error naming what is missing or extra otherwise. */
 int cli_positionals(struct cli *cli, int argc, char **argv, int n);
 
+/* `NOUN rm ID`: DELETE collection/ID and say so ("removed key ID"). */
+int cli_remove_one(struct cli *cli, int argc, char **argv, const char *collection,
+                   const char *noun);
+
 /* Parses a whole decimal integer option within [min, max]; a usage error
  * otherwise (prints, returns -1). */
 int cli_parse_int(struct cli *cli, const char *what, const char *text, int64_t min, int64_t max,

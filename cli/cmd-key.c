@@ -114,24 +114,7 @@ static int run_key_ls(struct cli *cli, int argc, char **argv)
 
 static int run_key_rm(struct cli *cli, int argc, char **argv)
 {
-    static const struct option none[] = { { 0 } };
-    struct sl_error err = SL_ERROR_INIT;
-    int status;
-
-    if (cli_getopt(argc, argv, none) != -1)
-        return cli_usage_error(cli, "bad option");
-    if ((status = cli_positionals(cli, argc, argv, 1)) || (status = cli_need_token(cli)))
-        return status;
-    cleanup_free char *id = client_escape(argv[optind]);
-    cleanup_free char *path = xasprintf("/v1/ssh-keys/%s", id);
-    cleanup_json json_t *out = NULL;
-    if (client_request(&cli->client, "DELETE", path, NULL, NULL, &out, &err) < 0)
-        return cli_fail(&err);
-    if (cli->output == OUTPUT_JSON)
-        output_json(stdout, NULL);
-    else
-        printf("removed key %s\n", argv[optind]);
-    return CLI_EXIT_OK;
+    return cli_remove_one(cli, argc, argv, "/v1/ssh-keys", "key");
 }
 
 const struct cli_command cmd_key_add = {

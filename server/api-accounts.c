@@ -137,16 +137,22 @@ int api_me(struct api_request *req, struct api_response *res, struct sl_error *e
     return 0;
 }
 
+static json_t *admin_user_json(struct db_rows *rows, void *ctx)
+{
+    (void)ctx;
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:I}", "id", db_text(rows, 1), "email",
+                     db_text(rows, 2), "name", db_text(rows, 3), "role", db_text(rows, 4),
+                     "verification", db_text(rows, 5), "created_at", api_time(db_int(rows, 6)),
+                     "balance_micros", (json_int_t)db_int(rows, 7));
+}
+
 int api_admin_users(struct api_request *req, struct api_response *res, struct sl_error *err)
 {
     const char *email = api_query(req, "email");
-    int64_t limit, after, last = 0;
-    json_t *items = json_array();
+    int64_t limit, after;
 
-    if (api_page_params(req, &limit, &after, err) < 0) {
-        json_decref(items);
+    if (api_page_params(req, &limit, &after, err) < 0)
         return -1;
-    }
     cleanup_rows struct db_rows *rows =
         store_query(req->srv->store,
                     "SELECT u.rowid, u.id, u.email, u.name, u.role, u.verification, u.created_at,"
@@ -155,24 +161,5 @@ int api_admin_users(struct api_request *req, struct api_response *res, struct sl
                     " WHERE u.rowid > ?1 AND (?2 IS NULL OR u.email = lower(?2))"
                     " ORDER BY u.rowid LIMIT ?3",
                     DB_ARGS(DB_INT(after), DB_TEXT(email), DB_INT(limit)), err);
-    if (!rows) {
-        json_decref(items);
-        return -1;
-    }
-    int rc;
-    while ((rc = db_next(rows, err)) == 1) {
-        last = db_int(rows, 0);
-        json_array_append_new(items,
-                              json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:I}", "id",
-                                        db_text(rows, 1), "email", db_text(rows, 2), "name",
-                                        db_text(rows, 3), "role", db_text(rows, 4), "verification",
-                                        db_text(rows, 5), "created_at", api_time(db_int(rows, 6)),
-                                        "balance_micros", (json_int_t)db_int(rows, 7)));
-    }
-    if (rc < 0) {
-        json_decref(items);
-        return -1;
-    }
-    api_reply(res, 200, api_page(items, limit, last));
-    return 0;
+    return rows ? api_reply_rows(res, rows, admin_user_json, NULL, limit, err) : -1;
 }

@@ -271,10 +271,20 @@ int api_admin_gpu_models_update(struct api_request *req, struct api_response *re
     return 0;
 }
 
+static json_t *price_json(struct db_rows *rows, void *ctx)
+{
+    (void)ctx;
+    return json_pack("{s:I, s:s, s:s, s:I, s:I, s:o, s:o, s:b}", "seq", (json_int_t)db_int(rows, 0),
+                     "item", db_text(rows, 1), "region", db_text(rows, 2), "amount_micros",
+                     (json_int_t)db_int(rows, 3), "free_gib", (json_int_t)db_int(rows, 4),
+                     "effective_from", api_time(db_int(rows, 5)), "created_by",
+                     db_null(rows, 6) ? json_null() : json_string(db_text(rows, 6)), "sample",
+                     (int)db_int(rows, 7));
+}
+
 int api_admin_prices_list(struct api_request *req, struct api_response *res, struct sl_error *err)
 {
-    int64_t limit, after, last = 0;
-    int rc;
+    int64_t limit, after;
 
     if (api_page_params(req, &limit, &after, err) < 0)
         return -1;
@@ -283,24 +293,7 @@ int api_admin_prices_list(struct api_request *req, struct api_response *res, str
         "SELECT seq, item, region_id, amount_micros, free_gib, effective_from, created_by,"
         " sample FROM prices WHERE seq > ?1 ORDER BY seq LIMIT ?2",
         DB_ARGS(DB_INT(after), DB_INT(limit)), err);
-    if (!rows)
-        return -1;
-    cleanup_json json_t *items = json_array();
-    while ((rc = db_next(rows, err)) == 1) {
-        last = db_int(rows, 0);
-        json_array_append_new(
-            items,
-            json_pack("{s:I, s:s, s:s, s:I, s:I, s:o, s:o, s:b}", "seq",
-                      (json_int_t)db_int(rows, 0), "item", db_text(rows, 1), "region",
-                      db_text(rows, 2), "amount_micros", (json_int_t)db_int(rows, 3), "free_gib",
-                      (json_int_t)db_int(rows, 4), "effective_from", api_time(db_int(rows, 5)),
-                      "created_by", db_null(rows, 6) ? json_null() : json_string(db_text(rows, 6)),
-                      "sample", (int)db_int(rows, 7)));
-    }
-    if (rc < 0)
-        return -1;
-    api_reply(res, 200, api_page(TAKE_PTR(items), limit, last));
-    return 0;
+    return rows ? api_reply_rows(res, rows, price_json, NULL, limit, err) : -1;
 }
 
 int api_admin_prices_create(struct api_request *req, struct api_response *res, struct sl_error *err)

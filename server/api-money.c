@@ -31,11 +31,19 @@ int api_balance(struct api_request *req, struct api_response *res, struct sl_err
     return 0;
 }
 
+static json_t *ledger_entry_json(struct db_rows *rows, void *ctx)
+{
+    (void)ctx;
+    return json_pack("{s:I, s:s, s:s, s:s, s:I, s:I, s:o}", "seq", (json_int_t)db_int(rows, 0),
+                     "txn_id", db_text(rows, 1), "kind", db_text(rows, 2), "memo", db_text(rows, 3),
+                     "amount_micros", (json_int_t)db_int(rows, 4), "balance_after_micros",
+                     (json_int_t)db_int(rows, 5), "created_at", api_time(db_int(rows, 6)));
+}
+
 int api_ledger(struct api_request *req, struct api_response *res, struct sl_error *err)
 {
     char account[LEDGER_ACCOUNT_MAX];
-    int64_t limit, after, last = 0;
-    int rc;
+    int64_t limit, after;
 
     if (api_page_params(req, &limit, &after, err) < 0)
         return -1;
@@ -48,22 +56,7 @@ int api_ledger(struct api_request *req, struct api_response *res, struct sl_erro
         DB_ARGS(DB_TEXT(ledger_user_account(account, req->caller.user_id)), DB_INT(after),
                 DB_INT(limit)),
         err);
-    if (!rows)
-        return -1;
-    cleanup_json json_t *items = json_array();
-    while ((rc = db_next(rows, err)) == 1) {
-        last = db_int(rows, 0);
-        json_array_append_new(
-            items, json_pack("{s:I, s:s, s:s, s:s, s:I, s:I, s:o}", "seq",
-                             (json_int_t)db_int(rows, 0), "txn_id", db_text(rows, 1), "kind",
-                             db_text(rows, 2), "memo", db_text(rows, 3), "amount_micros",
-                             (json_int_t)db_int(rows, 4), "balance_after_micros",
-                             (json_int_t)db_int(rows, 5), "created_at", api_time(db_int(rows, 6))));
-    }
-    if (rc < 0)
-        return -1;
-    api_reply(res, 200, api_page(TAKE_PTR(items), limit, last));
-    return 0;
+    return rows ? api_reply_rows(res, rows, ledger_entry_json, NULL, limit, err) : -1;
 }
 
 int api_admin_credit(struct api_request *req, struct api_response *res, struct sl_error *err)

@@ -8,8 +8,9 @@
 #include <inttypes.h>
 #include <string.h>
 
-static json_t *key_json(struct db_rows *rows)
+static json_t *key_json(struct db_rows *rows, void *ctx)
 {
+    (void)ctx;
     return json_pack("{s:s, s:s, s:s, s:s, s:s, s:o}", "id", db_text(rows, 1), "name",
                      db_text(rows, 2), "type", db_text(rows, 3), "fingerprint", db_text(rows, 4),
                      "public_key", db_text(rows, 5), "created_at", api_time(db_int(rows, 6)));
@@ -17,8 +18,7 @@ static json_t *key_json(struct db_rows *rows)
 
 int api_ssh_keys_list(struct api_request *req, struct api_response *res, struct sl_error *err)
 {
-    int64_t limit, after, last = 0;
-    int rc;
+    int64_t limit, after;
 
     if (api_page_params(req, &limit, &after, err) < 0)
         return -1;
@@ -27,17 +27,7 @@ int api_ssh_keys_list(struct api_request *req, struct api_response *res, struct 
         "SELECT rowid, id, name, type, fingerprint, public_key, created_at FROM ssh_keys"
         " WHERE user_id = ?1 AND rowid > ?2 ORDER BY rowid LIMIT ?3",
         DB_ARGS(DB_TEXT(req->caller.user_id), DB_INT(after), DB_INT(limit)), err);
-    if (!rows)
-        return -1;
-    cleanup_json json_t *items = json_array();
-    while ((rc = db_next(rows, err)) == 1) {
-        last = db_int(rows, 0);
-        json_array_append_new(items, key_json(rows));
-    }
-    if (rc < 0)
-        return -1;
-    api_reply(res, 200, api_page(TAKE_PTR(items), limit, last));
-    return 0;
+    return rows ? api_reply_rows(res, rows, key_json, NULL, limit, err) : -1;
 }
 
 static void release_key(struct ssh_key *k)

@@ -9,10 +9,19 @@
 #include <inttypes.h>
 #include <string.h>
 
+static json_t *token_json(struct db_rows *rows, void *current_token_id)
+{
+    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:b}", "id", db_text(rows, 1), "kind",
+                     db_text(rows, 2), "name", db_text(rows, 3), "hint", db_text(rows, 4),
+                     "created_at", api_time(db_int(rows, 5)), "expires_at",
+                     db_null(rows, 6) ? json_null() : api_time(db_int(rows, 6)), "last_used_at",
+                     db_null(rows, 7) ? json_null() : api_time(db_int(rows, 7)), "current",
+                     strcmp(db_text(rows, 1), current_token_id) == 0);
+}
+
 int api_tokens_list(struct api_request *req, struct api_response *res, struct sl_error *err)
 {
-    int64_t limit, after, last = 0;
-    int rc;
+    int64_t limit, after;
 
     if (api_page_params(req, &limit, &after, err) < 0)
         return -1;
@@ -23,24 +32,7 @@ int api_tokens_list(struct api_request *req, struct api_response *res, struct sl
         " AND (expires_at IS NULL OR expires_at > ?3) ORDER BY rowid LIMIT ?4",
         DB_ARGS(DB_TEXT(req->caller.user_id), DB_INT(after), DB_INT(sl_time_now()), DB_INT(limit)),
         err);
-    if (!rows)
-        return -1;
-    cleanup_json json_t *items = json_array();
-    while ((rc = db_next(rows, err)) == 1) {
-        last = db_int(rows, 0);
-        json_array_append_new(
-            items,
-            json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:b}", "id", db_text(rows, 1), "kind",
-                      db_text(rows, 2), "name", db_text(rows, 3), "hint", db_text(rows, 4),
-                      "created_at", api_time(db_int(rows, 5)), "expires_at",
-                      db_null(rows, 6) ? json_null() : api_time(db_int(rows, 6)), "last_used_at",
-                      db_null(rows, 7) ? json_null() : api_time(db_int(rows, 7)), "current",
-                      strcmp(db_text(rows, 1), req->caller.token_id) == 0));
-    }
-    if (rc < 0)
-        return -1;
-    api_reply(res, 200, api_page(TAKE_PTR(items), limit, last));
-    return 0;
+    return rows ? api_reply_rows(res, rows, token_json, req->caller.token_id, limit, err) : -1;
 }
 
 int api_tokens_create(struct api_request *req, struct api_response *res, struct sl_error *err)

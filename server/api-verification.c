@@ -109,11 +109,16 @@ int api_verification_get(struct api_request *req, struct api_response *res, stru
     return 0;
 }
 
+static json_t *verification_row(struct db_rows *rows, void *ctx)
+{
+    (void)ctx;
+    return verification_json(rows);
+}
+
 int api_admin_verifications(struct api_request *req, struct api_response *res, struct sl_error *err)
 {
     const char *state = api_query(req, "state");
-    int64_t limit, after, last = 0;
-    int rc;
+    int64_t limit, after;
 
     if (!state)
         state = "pending";
@@ -128,17 +133,7 @@ int api_admin_verifications(struct api_request *req, struct api_response *res, s
         "SELECT " VERIFICATION_COLUMNS " FROM verifications v JOIN users u ON u.id = v.user_id"
         " WHERE v.seq > ?1 AND (?2 = 'all' OR v.state = ?2) ORDER BY v.seq LIMIT ?3",
         DB_ARGS(DB_INT(after), DB_TEXT(state), DB_INT(limit)), err);
-    if (!rows)
-        return -1;
-    cleanup_json json_t *items = json_array();
-    while ((rc = db_next(rows, err)) == 1) {
-        last = db_int(rows, 0);
-        json_array_append_new(items, verification_json(rows));
-    }
-    if (rc < 0)
-        return -1;
-    api_reply(res, 200, api_page(TAKE_PTR(items), limit, last));
-    return 0;
+    return rows ? api_reply_rows(res, rows, verification_row, NULL, limit, err) : -1;
 }
 
 int api_admin_verification_decide(struct api_request *req, struct api_response *res,

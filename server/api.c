@@ -113,6 +113,24 @@ json_t *api_page(json_t *items, int64_t limit, int64_t last_seq)
     return json_pack("{s:o, s:o}", "items", items, "next_cursor", next);
 }
 
+int api_reply_rows(struct api_response *res, struct db_rows *rows,
+                   json_t *(*row_json)(struct db_rows *rows, void *ctx), void *ctx, int64_t limit,
+                   struct sl_error *err)
+{
+    cleanup_json json_t *items = json_array();
+    int64_t last = 0;
+    int rc;
+
+    while ((rc = db_next(rows, err)) == 1) {
+        last = db_int(rows, 0);
+        json_array_append_new(items, row_json(rows, ctx));
+    }
+    if (rc < 0)
+        return -1;
+    api_reply(res, 200, api_page(TAKE_PTR(items), limit, last));
+    return 0;
+}
+
 /* Matches path against pattern, filling params; true on a match. */
 static bool match(const char *pattern, const char *path, struct api_request *req, bool fill)
 {

@@ -107,6 +107,12 @@ int api_page_params(struct api_request *req, int64_t *limit, int64_t *after, str
 /* {"items": items, "next_cursor": next or null}; takes items. */
 json_t *api_page(json_t *items, int64_t limit, int64_t last_seq);
 
+/* Steps rows whose column 0 is the keyset position (a sequence), turns
+ * each row into an item with row_json, and replies 200 with the page. */
+int api_reply_rows(struct api_response *res, struct db_rows *rows,
+                   json_t *(*row_json)(struct db_rows *rows, void *ctx), void *ctx, int64_t limit,
+                   struct sl_error *err);
+
 /* Time and money as the API writes them. */
 json_t *api_time(int64_t t);
 
