@@ -26,6 +26,19 @@ int accounts_check_email(const char *email, struct sl_error *err)
     return 0;
 }
 
+int accounts_require_user(struct server *srv, const char *user_id, struct sl_error *err)
+{
+    int64_t n;
+
+    if (store_get_int(srv->store, "SELECT COUNT(*) FROM users WHERE id = ?1",
+                      DB_ARGS(DB_TEXT(user_id)), &n, err) < 0)
+        return -1;
+    if (n == 0)
+        return sl_fail(err, SL_E_NOT_FOUND, "no_such_user",
+                       "no user '%s': find ids with suanli admin user ls", user_id);
+    return 0;
+}
+
 int accounts_check_password(const char *password, struct sl_error *err)
 {
     size_t n = strlen(password);

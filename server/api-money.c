@@ -1,5 +1,6 @@
 /* Balance, ledger, and the admin's credit. */
 #include "ledger.h"
+#include "accounts.h"
 #include "routes.h"
 
 #include "../lib/cleanup.h"
@@ -63,7 +64,7 @@ int api_admin_credit(struct api_request *req, struct api_response *res, struct s
 {
     struct store *st = req->srv->store;
     const char *user_id = req->params[0], *memo = NULL;
-    int64_t amount = 0, balance, exists;
+    int64_t amount = 0, balance;
     const struct sl_json_field fields[] = {
         { "amount_micros", SL_JSON_INT, .required = true, .min = 1, .max = CREDIT_MAX_MICROS,
           .out = &amount },
@@ -74,12 +75,8 @@ int api_admin_credit(struct api_request *req, struct api_response *res, struct s
 
     if (api_body_fields(req, fields, ARRAY_SIZE(fields), err) < 0)
         return -1;
-    if (store_get_int(st, "SELECT COUNT(*) FROM users WHERE id = ?1", DB_ARGS(DB_TEXT(user_id)),
-                      &exists, err) < 0)
+    if (accounts_require_user(req->srv, user_id, err) < 0)
         return -1;
-    if (!exists)
-        return sl_fail(err, SL_E_NOT_FOUND, "no_such_user",
-                       "no user '%s': find ids with suanli admin user ls", user_id);
     ledger_user_account(account, user_id);
     if (ledger_open_account(st, "system:credits", NULL, err) < 0)
         return -1;

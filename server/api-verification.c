@@ -2,6 +2,7 @@
  * name and an ID number (kept as a keyed hash and a masked copy only); an
  * admin approves or rejects with a reason. */
 #include "id-number.h"
+#include "accounts.h"
 #include "routes.h"
 
 #include "../lib/cleanup.h"
@@ -148,16 +149,10 @@ int api_admin_verification_decide(struct api_request *req, struct api_response *
     };
     int n;
 
-    int64_t exists;
-
     if (api_body_fields(req, fields, ARRAY_SIZE(fields), err) < 0)
         return -1;
-    if (store_get_int(st, "SELECT COUNT(*) FROM users WHERE id = ?1", DB_ARGS(DB_TEXT(user_id)),
-                      &exists, err) < 0)
+    if (accounts_require_user(req->srv, user_id, err) < 0)
         return -1;
-    if (!exists)
-        return sl_fail(err, SL_E_NOT_FOUND, "no_such_user",
-                       "no user '%s': find ids with suanli admin user ls", user_id);
     if (!approve && (!reason || !*reason))
         return sl_fail(err, SL_E_INVALID, "missing_field",
                        "a rejection needs a reason the renter can act on (--reason)");
