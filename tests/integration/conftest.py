@@ -58,8 +58,9 @@ class Response:
 class Server:
     """One suanlid process with its own data directory and port."""
 
-    def __init__(self, data_dir, settings=None, seed_catalog=True):
+    def __init__(self, data_dir, settings=None, seed_catalog=True, extra_args=None):
         self.data_dir = data_dir
+        self.extra_args = list(extra_args or [])
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.settings = dict(settings or {})
@@ -73,6 +74,7 @@ class Server:
         args = [SUANLID, "--data-dir", self.data_dir, "--listen", f"127.0.0.1:{self.port}"]
         for k, v in self.settings.items():
             args += ["--set", f"{k}={v}"]
+        args += self.extra_args
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL)
