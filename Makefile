@@ -84,7 +84,8 @@ test:
 	@$(MAKE) --no-print-directory fuzz-smoke
 	@$(MAKE) --no-print-directory integration
 
-FORMAT_FILES = $(wildcard lib/*.[ch] server/*.[ch] cli/*.[ch] tests/unit/*.[ch] tests/fuzz/*.c)
+FORMAT_FILES = $(wildcard lib/*.[ch] server/*.[ch] cli/*.[ch] node/*.[ch] tests/unit/*.[ch] \
+                           tests/fuzz/*.c)
 
 format:
 	clang-format -i $(FORMAT_FILES)
@@ -102,5 +103,7 @@ install: all
 
 clean:
 	rm -rf build build-asan build-fuzz
+
+include node.mk
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -8,7 +8,8 @@ purpose=${1:-build}
 build="build-essential pkg-config libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev
 libsqlite3-dev libsodium-dev sqlite3 curl ca-certificates"
 test="$build python3 python3-pytest python3-yaml clang libclang-rt-14-dev clang-format jq
-openssh-client procps"
+openssh-client procps runc containernetworking-plugins mmdebstrap iptables e2fsprogs
+iproute2 util-linux"
 bench="$build wrk"
 case "$purpose" in
 build) want=$build ;;

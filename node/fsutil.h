@@ -1,0 +1,28 @@
+/* Small file-system chores the node repeats: making directory trees, writing
+ * a whole file atomically, reading a small file, removing a tree. */
+#ifndef SL_NODE_FSUTIL_H
+#define SL_NODE_FSUTIL_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "../lib/error.h"
+
+/* mkdir -p with this mode for every directory it creates. */
+int fs_mkdir_p(const char *path, mode_t mode, struct sl_error *err);
+
+/* Writes data to path through a temporary file and rename(2), so readers see
+ * the old or the new content, never a part; the file gets `mode`. */
+int fs_write_file(const char *path, const void *data, size_t len, mode_t mode,
+                  struct sl_error *err);
+
+/* Reads a whole file of at most max_len bytes; returns a NUL-terminated copy
+ * the caller frees, or NULL (a missing file is SL_E_NOT_FOUND). */
+char *fs_read_file(const char *path, size_t max_len, size_t *len, struct sl_error *err);
+
+/* rm -rf path, not crossing into other file systems: a mount point found
+ * inside is SL_E_CONFLICT ("mounted") and nothing under it is touched. A
+ * missing path is a no-op. */
+int fs_remove_tree(const char *path, struct sl_error *err);
+
+#endif

@@ -1,0 +1,180 @@
+#include "instance.h"
+#include "boot.h"
+#include "disk.h"
+#include "fsutil.h"
+#include "image.h"
+#include "oci.h"
+#include "rootfs.h"
+#include "../lib/cleanup.h"
+#include "../lib/xalloc.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+char *instance_dir(const struct node_host *host, const char *id)
+{
+    return xasprintf("%s/instances/%s", host->data_dir, id);
+}
+
+static char *path_in(const struct node_host *host, const char *id, const char *name)
+{
+    return xasprintf("%s/instances/%s/%s", host->data_dir, id, name);
+}
+
+static int create_disk(const char *path, unsigned gib, struct sl_error *err)
+{
+    if (access(path, F_OK) == 0)
+        return 0;
+    return disk_create(path, gib, err);
+}
+
+int instance_create_disks(const struct node_host *host, const struct instance_spec *spec,
+                          struct sl_error *err)
+{
+    cleanup_free char *dir = instance_dir(host, spec->id);
+    cleanup_free char *system = path_in(host, spec->id, "system.img");
+    cleanup_free char *data = path_in(host, spec->id, "data.img");
+    unsigned system_gib = spec->system_disk_gib ? spec->system_disk_gib : INSTANCE_SYSTEM_DISK_GIB;
+    if (fs_mkdir_p(dir, 0700, err) < 0 || create_disk(system, system_gib, err) < 0)
+        goto fail;
+    if (spec->data_disk_gib && create_disk(data, spec->data_disk_gib, err) < 0)
+        goto fail;
+    return 0;
+fail:
+    sl_error_prefix(err, "create disks of '%s'", spec->id);
+    return -1;
+}
+
+static int mount_root(const struct node_host *host, const struct instance_spec *spec,
+                      struct sl_error *err)
+{
+    struct image img;
+    if (image_load(host->data_dir, spec->image, &img, err) < 0)
+        return -1;
+    char **lowers = xcalloc(img.n_layers, sizeof(char *));
+    for (size_t i = 0; i < img.n_layers; i++)
+        lowers[i] = image_layer_rootfs(host->data_dir, img.layers[i]);
+    cleanup_free char *upper = path_in(host, spec->id, "sys/upper");
+    cleanup_free char *work = path_in(host, spec->id, "sys/work");
+    cleanup_free char *rootfs = path_in(host, spec->id, "rootfs");
+    int rc = rootfs_mount((const char *const *)lowers, img.n_layers, upper, work, rootfs, err);
+    for (size_t i = 0; i < img.n_layers; i++)
+        free(lowers[i]);
+    free(lowers);
+    image_release(&img);
+    return rc;
+}
+
+static int start_steps(const struct node_host *host, const struct instance_spec *spec, char *ip,
+                       struct sl_error *err)
+{
+    const char *id = spec->id;
+    cleanup_free char *system = path_in(host, id, "system.img");
+    cleanup_free char *data = path_in(host, id, "data.img");
+    cleanup_free char *sys_mount = path_in(host, id, "sys");
+    cleanup_free char *data_mount = path_in(host, id, "data");
+    cleanup_free char *rootfs = path_in(host, id, "rootfs");
+    cleanup_free char *boot = path_in(host, id, "boot");
+    cleanup_free char *bundle = path_in(host, id, "bundle");
+    cleanup_free char *log = path_in(host, id, "console.log");
+    cleanup_free char *cgroup = xasprintf("/suanli/%s", id);
+    bool has_data = access(data, F_OK) == 0;
+
+    struct runtime_state st;
+    if (host->runtime->ops->state(host->runtime, id, &st, err) < 0)
+        return -1;
+    if (st.status == RUNTIME_RUNNING)
+        return 0;
+    if (st.status != RUNTIME_ABSENT && host->runtime->ops->delete (host->runtime, id, err) < 0)
+        return -1;
+
+    if (disk_mount(system, sys_mount, err) < 0)
+        return -1;
+    if (has_data && disk_mount(data, data_mount, err) < 0)
+        return -1;
+    if (mount_root(host, spec, err) < 0)
+        return -1;
+    struct boot_params bp = { .id = id,
+                              .root_password = spec->root_password,
+                              .authorized_keys = spec->authorized_keys };
+    if (boot_write(boot, &bp, err) < 0)
+        return -1;
+    struct net_attachment na;
+    if (net_attach(host->net, id, spec->host_port, &na, err) < 0)
+        return -1;
+    if (ip)
+        snprintf(ip, 64, "%s", na.ip);
+    struct oci_params op = { .id = id,
+                             .rootfs = rootfs,
+                             .netns_path = na.netns,
+                             .boot_dir = boot,
+                             .data_dir = has_data ? data_mount : NULL,
+                             .cgroup_path = cgroup,
+                             .cpu_millicores = spec->cpu_millicores,
+                             .memory_mib = spec->memory_mib,
+                             .pids_max = spec->pids_max,
+                             .gpus = spec->gpus,
+                             .n_gpus = spec->n_gpus };
+    if (oci_write_config(bundle, &op, err) < 0)
+        return -1;
+    return host->runtime->ops->run(host->runtime, id, bundle, log, err);
+}
+
+int instance_start(const struct node_host *host, const struct instance_spec *spec, char *ip,
+                   struct sl_error *err)
+{
+    if (start_steps(host, spec, ip, err) == 0)
+        return 0;
+    struct sl_error ignored = SL_ERROR_INIT;
+    instance_stop(host, spec->id, spec->host_port, 0, &ignored);
+    sl_error_prefix(err, "start instance '%s'", spec->id);
+    return -1;
+}
+
+/* Keeps the first error, runs on regardless. */
+static void step(int rc, struct sl_error *first, const struct sl_error *now, int *failed)
+{
+    if (rc < 0 && !*failed) {
+        *first = *now;
+        *failed = 1;
+    }
+}
+
+int instance_stop(const struct node_host *host, const char *id, unsigned host_port, int grace_ms,
+                  struct sl_error *err)
+{
+    cleanup_free char *sys_mount = path_in(host, id, "sys");
+    cleanup_free char *data_mount = path_in(host, id, "data");
+    cleanup_free char *rootfs = path_in(host, id, "rootfs");
+    int failed = 0;
+    struct sl_error e = SL_ERROR_INIT;
+
+    step(runtime_stop(host->runtime, id, grace_ms, &e), err, &e, &failed);
+    step(net_detach(host->net, id, host_port, &e), err, &e, &failed);
+    step(rootfs_unmount(rootfs, &e), err, &e, &failed);
+    step(disk_unmount(data_mount, &e), err, &e, &failed);
+    step(disk_unmount(sys_mount, &e), err, &e, &failed);
+    if (failed) {
+        sl_error_prefix(err, "stop instance '%s'", id);
+        return -1;
+    }
+    return 0;
+}
+
+int instance_release(const struct node_host *host, const char *id, unsigned host_port,
+                     struct sl_error *err)
+{
+    if (instance_stop(host, id, host_port, 10000, err) < 0)
+        return -1;
+    cleanup_free char *system = path_in(host, id, "system.img");
+    cleanup_free char *data = path_in(host, id, "data.img");
+    cleanup_free char *dir = instance_dir(host, id);
+    if (disk_remove(system, err) < 0 || disk_remove(data, err) < 0 ||
+        fs_remove_tree(dir, err) < 0) {
+        sl_error_prefix(err, "release instance '%s'", id);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,266 @@
+#include "net.h"
+#include "disk.h"
+#include "fsutil.h"
+#include "../lib/buf.h"
+#include "../lib/cleanup.h"
+#include "../lib/json.h"
+#include "../lib/subprocess.h"
+#include "../lib/xalloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define NETNS_DIR      "/run/netns"
+#define CNI_VERSION    "1.0.0"
+#define NETWORK_NAME   "suanli"
+#define SSH_PORT       22
+#define CNI_OUTPUT_MAX (1 << 20)
+
+char *net_netns_path(const char *id)
+{
+    return xasprintf("%s/suanli-%s", NETNS_DIR, id);
+}
+
+/* A child enters a new network namespace and binds it onto path; the
+ * namespace then lives as long as that mount. */
+static int netns_create(const char *path, struct sl_error *err)
+{
+    char fstype[32];
+    int mounted = disk_mounted(path, NULL, 0, fstype, sizeof(fstype), err);
+    if (mounted < 0)
+        return -1;
+    if (mounted)
+        return strcmp(fstype, "nsfs") == 0 ? 0
+                                           : sl_fail(err, SL_E_CONFLICT, "netns_busy",
+                                                     "'%s' holds a '%s' mount", path, fstype);
+    if (fs_mkdir_p(NETNS_DIR, 0755, err) < 0)
+        return -1;
+    int fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0444);
+    if (fd < 0)
+        return sl_fail_errno(err, "unable to create '%s'", path);
+    close(fd);
+
+    pid_t pid = fork();
+    if (pid < 0)
+        return sl_fail_errno(err, "unable to fork");
+    if (pid == 0) {
+        if (unshare(CLONE_NEWNET) < 0)
+            _exit(1);
+        if (mount("/proc/self/ns/net", path, NULL, MS_BIND, NULL) < 0)
+            _exit(2);
+        _exit(0);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR)
+            return sl_fail_errno(err, "unable to wait for the netns child");
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        unlink(path);
+        return sl_fail(err, SL_E_INTERNAL, "netns_failed", "unable to %s network namespace '%s'",
+                       WIFEXITED(status) && WEXITSTATUS(status) == 2 ? "bind" : "create", path);
+    }
+    return 0;
+}
+
+static int netns_remove(const char *path, struct sl_error *err)
+{
+    if (umount2(path, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
+        return sl_fail_errno(err, "unable to unmount '%s'", path);
+    if (unlink(path) < 0 && errno != ENOENT)
+        return sl_fail_errno(err, "unable to remove '%s'", path);
+    return 0;
+}
+
+static json_t *plugin_list(const struct net_config *cfg, unsigned host_port)
+{
+    cleanup_free char *ipam_dir = xasprintf("%s/ipam", cfg->state_dir);
+    json_t *bridge = json_pack("{s:s, s:s, s:b, s:b, s:b, s:{s:s, s:[[{s:s}]], s:[{s:s}], s:s}}",
+                               "type", "bridge", "bridge", cfg->bridge, "isGateway", 1, "ipMasq", 1,
+                               "hairpinMode", 1, "ipam", "type", "host-local", "ranges", "subnet",
+                               cfg->subnet, "routes", "dst", "0.0.0.0/0", "dataDir", ipam_dir);
+    /* snat: a connection to 127.0.0.1:PORT is masqueraded so the reply finds
+     * its way back; portmap then also sets route_localnet on the bridge. */
+    json_t *portmap =
+        json_pack("{s:s, s:{s:b}, s:b, s:{s:[{s:i, s:i, s:s}]}}", "type", "portmap", "capabilities",
+                  "portMappings", 1, "snat", 1, "runtimeConfig", "portMappings", "hostPort",
+                  (int)host_port, "containerPort", SSH_PORT, "protocol", "tcp");
+    json_t *firewall = json_pack("{s:s, s:s}", "type", "firewall", "backend", "iptables");
+    return json_pack("[o, o, o]", bridge, portmap, firewall);
+}
+
+/* Runs one plugin; its stdout (a result, or an error object) goes to out. */
+static int run_plugin(const struct net_config *cfg, const char *command, const char *id,
+                      const char *netns, const char *ifname, json_t *conf, struct sl_buf *out,
+                      struct sl_error *err)
+{
+    const char *type = json_string_value(json_object_get(conf, "type"));
+    cleanup_free char *binary = xasprintf("%s/%s", cfg->cni_path, type);
+    cleanup_free char *e_command = xasprintf("CNI_COMMAND=%s", command);
+    cleanup_free char *e_id = xasprintf("CNI_CONTAINERID=suanli-%s", id);
+    cleanup_free char *e_netns = xasprintf("CNI_NETNS=%s", netns);
+    cleanup_free char *e_ifname = xasprintf("CNI_IFNAME=%s", ifname);
+    cleanup_free char *e_path = xasprintf("CNI_PATH=%s", cfg->cni_path);
+    const char *envp[] = {
+        e_command, e_id,   e_netns,
+        e_ifname,  e_path, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        NULL
+    };
+    const char *argv[] = { binary, NULL };
+    cleanup_free char *input = json_dumps(conf, JSON_COMPACT);
+    struct sl_buf errout;
+    sl_buf_init(&errout);
+    struct sl_subprocess sp = { .argv = argv,
+                                .envp = envp,
+                                .input = input,
+                                .input_len = strlen(input),
+                                .out = out,
+                                .err = &errout };
+    int rc = sl_subprocess_run(&sp, err);
+    if (rc > 0) {
+        json_error_t jerr;
+        cleanup_json json_t *obj = json_loadb(out->data, out->len, 0, &jerr);
+        const char *msg = json_string_value(json_object_get(obj, "msg"));
+        const char *details = json_string_value(json_object_get(obj, "details"));
+        sl_fail(err, SL_E_INTERNAL, "network_failed", "CNI %s %s for '%s': %s%s%s", type, command,
+                id, msg ? msg : errout.data, details ? ": " : "", details ? details : "");
+    }
+    sl_buf_release(&errout);
+    return rc == 0 ? 0 : -1;
+}
+
+static json_t *plugin_conf(json_t *plugin, json_t *prev)
+{
+    json_t *conf = json_deep_copy(plugin);
+    json_object_set_new(conf, "cniVersion", json_string(CNI_VERSION));
+    json_object_set_new(conf, "name", json_string(NETWORK_NAME));
+    if (prev)
+        json_object_set(conf, "prevResult", prev);
+    return conf;
+}
+
+static char *result_path(const struct net_config *cfg, const char *id)
+{
+    return xasprintf("%s/results/%s.json", cfg->state_dir, id);
+}
+
+/* DEL in reverse order; goes on after a failure and reports the first. */
+static int chain_del(const struct net_config *cfg, const char *id, const char *netns,
+                     unsigned host_port, struct sl_error *err)
+{
+    cleanup_free char *cache = result_path(cfg, id);
+    json_error_t jerr;
+    cleanup_json json_t *prev = json_load_file(cache, 0, &jerr);
+    cleanup_json json_t *plugins = plugin_list(cfg, host_port);
+    int rc = 0;
+    for (size_t i = json_array_size(plugins); i-- > 0;) {
+        cleanup_json json_t *conf = plugin_conf(json_array_get(plugins, i), prev);
+        struct sl_buf out;
+        sl_buf_init(&out);
+        struct sl_error e = SL_ERROR_INIT;
+        if (run_plugin(cfg, "DEL", id, netns, "eth0", conf, &out, &e) < 0 && rc == 0) {
+            *err = e;
+            rc = -1;
+        }
+        sl_buf_release(&out);
+    }
+    if (rc == 0)
+        unlink(cache);
+    return rc;
+}
+
+static void first_ip(json_t *result, struct net_attachment *out)
+{
+    json_t *ip = json_array_get(json_object_get(result, "ips"), 0);
+    const char *addr = json_string_value(json_object_get(ip, "address"));
+    const char *gw = json_string_value(json_object_get(ip, "gateway"));
+    if (addr)
+        snprintf(out->ip, sizeof(out->ip), "%.*s", (int)strcspn(addr, "/"), addr);
+    if (gw)
+        snprintf(out->gateway, sizeof(out->gateway), "%s", gw);
+}
+
+int net_attach(const struct net_config *cfg, const char *id, unsigned host_port,
+               struct net_attachment *out, struct sl_error *err)
+{
+    *out = (struct net_attachment){ 0 };
+    if (host_port == 0 || host_port > 65535)
+        return sl_fail(err, SL_E_INVALID, "invalid_port", "host port %u is out of range",
+                       host_port);
+    cleanup_free char *netns = net_netns_path(id);
+    snprintf(out->netns, sizeof(out->netns), "%s", netns);
+    cleanup_free char *results = xasprintf("%s/results", cfg->state_dir);
+    if (fs_mkdir_p(results, 0700, err) < 0 || netns_create(netns, err) < 0)
+        return -1;
+
+    cleanup_json json_t *loopback =
+        json_pack("{s:s, s:s, s:s}", "cniVersion", CNI_VERSION, "name", "lo", "type", "loopback");
+    cleanup_json json_t *plugins = plugin_list(cfg, host_port);
+    cleanup_json json_t *prev = NULL;
+    cleanup_free char *cache = result_path(cfg, id);
+    struct sl_buf res;
+    sl_buf_init(&res);
+    if (run_plugin(cfg, "ADD", id, netns, "lo", loopback, &res, err) < 0)
+        goto fail;
+    for (size_t i = 0; i < json_array_size(plugins); i++) {
+        cleanup_json json_t *conf = plugin_conf(json_array_get(plugins, i), prev);
+        sl_buf_reset(&res);
+        if (run_plugin(cfg, "ADD", id, netns, "eth0", conf, &res, err) < 0)
+            goto fail;
+        json_error_t jerr;
+        json_t *result = json_loadb(res.data, res.len, 0, &jerr);
+        if (!result) {
+            sl_fail(err, SL_E_INTERNAL, "network_failed", "CNI %s ADD for '%s': bad result: %s",
+                    json_string_value(json_object_get(conf, "type")), id, jerr.text);
+            goto fail;
+        }
+        json_decref(prev);
+        prev = result;
+    }
+    if (fs_write_file(cache, res.data, res.len, 0600, err) < 0)
+        goto fail;
+    sl_buf_release(&res);
+    first_ip(prev, out);
+    if (!out->ip[0]) {
+        sl_fail(err, SL_E_INTERNAL, "network_failed", "CNI gave '%s' no address", id);
+        struct sl_error ignored = SL_ERROR_INIT;
+        net_detach(cfg, id, host_port, &ignored);
+        return -1;
+    }
+    return 0;
+
+fail:
+    sl_buf_release(&res);
+    {
+        struct sl_error ignored = SL_ERROR_INIT;
+        if (prev) {
+            /* Hand DEL what ADD made so far. */
+            cleanup_free char *dumped = json_dumps(prev, JSON_COMPACT);
+            fs_write_file(cache, dumped, strlen(dumped), 0600, &ignored);
+        }
+        net_detach(cfg, id, host_port, &ignored);
+    }
+    sl_error_prefix(err, "attach network of '%s'", id);
+    return -1;
+}
+
+int net_detach(const struct net_config *cfg, const char *id, unsigned host_port,
+               struct sl_error *err)
+{
+    cleanup_free char *netns = net_netns_path(id);
+    int rc = chain_del(cfg, id, netns, host_port, err);
+    struct sl_error e = SL_ERROR_INIT;
+    if (netns_remove(netns, &e) < 0 && rc == 0) {
+        *err = e;
+        rc = -1;
+    }
+    if (rc < 0)
+        sl_error_prefix(err, "detach network of '%s'", id);
+    return rc;
+}

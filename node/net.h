@@ -1,0 +1,46 @@
+/* Instance networking with CNI plugins (DESIGN.md section 6): a named network
+ * namespace per instance, a veth on the node's bridge with an address from
+ * host-local IPAM, masquerade out, a host TCP port mapped to the instance's
+ * port 22 (portmap), and the firewall plugin's forward rules.
+ *
+ * The plugins are run as the CNI spec says (CNI_COMMAND, CNI_CONTAINERID,
+ * CNI_NETNS, CNI_IFNAME, CNI_PATH; the config on stdin, each plugin of the
+ * list getting the previous one's result as prevResult). The final ADD result
+ * is cached under state_dir so DEL can hand it back. */
+#ifndef SL_NODE_NET_H
+#define SL_NODE_NET_H
+
+#include <limits.h>
+
+#include "../lib/error.h"
+
+struct net_config {
+    const char *cni_path;  /* plugin directory, e.g. "/usr/lib/cni" */
+    const char *bridge;    /* e.g. "suanli0" */
+    const char *subnet;    /* the bridge's private subnet, e.g. "10.88.0.0/16" */
+    const char *state_dir; /* e.g. DATA/net: IPAM leases and cached results */
+};
+
+struct net_attachment {
+    char netns[PATH_MAX]; /* /run/netns/suanli-<id> */
+    char ip[64];          /* the instance's address on the bridge, no prefix */
+    char gateway[64];
+};
+
+/* The path of an instance's network namespace; the caller frees it. */
+char *net_netns_path(const char *id);
+
+/* Creates the instance's network namespace (if missing), brings up its
+ * loopback, and runs the bridge, portmap and firewall plugins, mapping
+ * host_port (TCP, all host addresses including 127.0.0.1) to port 22 inside.
+ * Fills out. On failure everything it did is undone. */
+int net_attach(const struct net_config *cfg, const char *id, unsigned host_port,
+               struct net_attachment *out, struct sl_error *err);
+
+/* Runs DEL through the plugin list in reverse (freeing the address, the port
+ * map and the firewall and masquerade rules) and removes the namespace. Safe
+ * to call on a half-attached or already detached instance. */
+int net_detach(const struct net_config *cfg, const char *id, unsigned host_port,
+               struct sl_error *err);
+
+#endif

@@ -1,0 +1,264 @@
+#include "oci.h"
+#include "fsutil.h"
+#include "../lib/buf.h"
+#include "../lib/cleanup.h"
+#include "../lib/json.h"
+#include "../lib/xalloc.h"
+
+#include <stdio.h>
+#include <sys/resource.h>
+#include <string.h>
+
+/* What Docker and runc's spec template grant: enough for apt (chown, setuid
+ * to _apt), pip, and sshd's privilege separation; no SYS_ADMIN, SYS_PTRACE,
+ * NET_ADMIN or SYS_MODULE. */
+static const char *const capabilities[] = {
+    "CAP_CHOWN",      "CAP_DAC_OVERRIDE", "CAP_FOWNER",      "CAP_FSETID",           "CAP_KILL",
+    "CAP_SETGID",     "CAP_SETUID",       "CAP_SETPCAP",     "CAP_NET_BIND_SERVICE", "CAP_NET_RAW",
+    "CAP_SYS_CHROOT", "CAP_MKNOD",        "CAP_AUDIT_WRITE", "CAP_SETFCAP",
+};
+
+/* Docker's lists. */
+static const char *const masked_paths[] = {
+    "/proc/asound",
+    "/proc/acpi",
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/latency_stats",
+    "/proc/timer_list",
+    "/proc/timer_stats",
+    "/proc/sched_debug",
+    "/proc/scsi",
+    "/sys/firmware",
+    "/sys/devices/virtual/powercap",
+};
+static const char *const readonly_paths[] = {
+    "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
+};
+
+/* A deny list on top of the capability set: kernel keyrings, eBPF, perf,
+ * module and clock syscalls, and new mount or user namespaces. EPERM, so
+ * programs that probe for them fall back. */
+static const char *const denied_syscalls[] = {
+    "add_key",
+    "keyctl",
+    "request_key",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "kexec_load",
+    "kexec_file_load",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "acct",
+    "swapon",
+    "swapoff",
+    "reboot",
+    "settimeofday",
+    "clock_settime",
+    "clock_adjtime",
+    "adjtimex",
+    "iopl",
+    "ioperm",
+    "lookup_dcookie",
+    "quotactl",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "move_mount",
+    "open_tree",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "unshare",
+    "setns",
+    "nfsservctl",
+};
+
+#define CLONE_NEWUSER_FLAG 0x10000000
+#define ERRNO_EPERM        1
+#define ERRNO_ENOSYS       38
+
+static json_t *string_array(const char *const *v, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_string(v[i]));
+    return a;
+}
+
+static json_t *mount_entry(const char *dest, const char *type, const char *source,
+                           const char *options)
+{
+    json_t *opts = json_array();
+    cleanup_free char *copy = xstrdup(options);
+    char *save = NULL;
+    for (char *o = strtok_r(copy, ",", &save); o; o = strtok_r(NULL, ",", &save))
+        json_array_append_new(opts, json_string(o));
+    return json_pack("{s:s, s:s, s:s, s:o}", "destination", dest, "type", type, "source", source,
+                     "options", opts);
+}
+
+static json_t *mounts(const struct oci_params *p)
+{
+    json_t *m = json_array();
+    uint64_t shm_mib = p->memory_mib ? p->memory_mib / 2 : 64;
+    if (shm_mib < 64)
+        shm_mib = 64;
+    cleanup_free char *shm_opts =
+        xasprintf("nosuid,noexec,nodev,mode=1777,size=%llum", (unsigned long long)shm_mib);
+    json_array_append_new(m, mount_entry("/proc", "proc", "proc", "nosuid,noexec,nodev"));
+    json_array_append_new(
+        m, mount_entry("/dev", "tmpfs", "tmpfs", "nosuid,strictatime,mode=755,size=65536k"));
+    json_array_append_new(m,
+                          mount_entry("/dev/pts", "devpts", "devpts",
+                                      "nosuid,noexec,newinstance,ptmxmode=0666,mode=0620,gid=5"));
+    json_array_append_new(m, mount_entry("/dev/shm", "tmpfs", "shm", shm_opts));
+    json_array_append_new(m, mount_entry("/dev/mqueue", "mqueue", "mqueue", "nosuid,noexec,nodev"));
+    json_array_append_new(m, mount_entry("/sys", "sysfs", "sysfs", "nosuid,noexec,nodev,ro"));
+    json_array_append_new(
+        m, mount_entry("/sys/fs/cgroup", "cgroup", "cgroup", "nosuid,noexec,nodev,relatime,ro"));
+    json_array_append_new(
+        m, mount_entry("/run", "tmpfs", "tmpfs", "nosuid,nodev,mode=755,size=65536k"));
+
+    cleanup_free char *hosts = xasprintf("%s/hosts", p->boot_dir);
+    cleanup_free char *resolv = xasprintf("%s/resolv.conf", p->boot_dir);
+    json_array_append_new(
+        m, mount_entry(OCI_BOOT_MOUNT, "bind", p->boot_dir, "rbind,ro,nosuid,nodev"));
+    json_array_append_new(m, mount_entry("/etc/hosts", "bind", hosts, "rbind,nosuid,nodev"));
+    json_array_append_new(m, mount_entry("/etc/resolv.conf", "bind", resolv, "rbind,nosuid,nodev"));
+    if (p->data_dir)
+        json_array_append_new(
+            m, mount_entry(OCI_DATA_MOUNT, "bind", p->data_dir, "rbind,nosuid,nodev"));
+    return m;
+}
+
+static json_t *seccomp(void)
+{
+    json_t *rules = json_array();
+    json_array_append_new(rules,
+                          json_pack("{s:o, s:s, s:i}", "names",
+                                    string_array(denied_syscalls, ARRAY_SIZE(denied_syscalls)),
+                                    "action", "SCMP_ACT_ERRNO", "errnoRet", ERRNO_EPERM));
+    /* clone3 hides its flags behind a pointer: ENOSYS makes glibc use clone,
+     * whose flags can be checked (Docker does the same). */
+    json_array_append_new(rules, json_pack("{s:[s], s:s, s:i}", "names", "clone3", "action",
+                                           "SCMP_ACT_ERRNO", "errnoRet", ERRNO_ENOSYS));
+    json_array_append_new(rules,
+                          json_pack("{s:[s], s:s, s:i, s:[{s:i, s:I, s:I, s:s}]}", "names", "clone",
+                                    "action", "SCMP_ACT_ERRNO", "errnoRet", ERRNO_EPERM, "args",
+                                    "index", 0, "value", (json_int_t)CLONE_NEWUSER_FLAG, "valueTwo",
+                                    (json_int_t)CLONE_NEWUSER_FLAG, "op", "SCMP_CMP_MASKED_EQ"));
+#if defined(__x86_64__)
+    json_t *arches = json_pack("[s,s,s]", "SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32");
+#elif defined(__aarch64__)
+    json_t *arches = json_pack("[s,s]", "SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM");
+#else
+    json_t *arches = json_array();
+#endif
+    return json_pack("{s:s, s:o, s:o}", "defaultAction", "SCMP_ACT_ALLOW", "architectures", arches,
+                     "syscalls", rules);
+}
+
+static json_t *resources(const struct oci_params *p)
+{
+    json_t *r = json_object();
+    /* Deny every device but the defaults runc always allows (null, zero,
+     * full, tty, random, urandom, ptmx, pts); GPUs are added here later. */
+    json_object_set_new(r, "devices", json_pack("[{s:b, s:s}]", "allow", 0, "access", "rwm"));
+    if (p->memory_mib) {
+        json_int_t bytes = (json_int_t)(p->memory_mib << 20);
+        /* swap == limit: no swap on top of memory. */
+        json_object_set_new(r, "memory", json_pack("{s:I, s:I}", "limit", bytes, "swap", bytes));
+    }
+    if (p->cpu_millicores) {
+        const json_int_t period = 100000;
+        json_object_set_new(r, "cpu",
+                            json_pack("{s:I, s:I}", "period", period, "quota",
+                                      (json_int_t)p->cpu_millicores * period / 1000));
+    }
+    if (p->pids_max > 0)
+        json_object_set_new(r, "pids", json_pack("{s:I}", "limit", (json_int_t)p->pids_max));
+    return r;
+}
+
+static json_t *namespaces(const struct oci_params *p)
+{
+    json_t *ns = json_pack("[{s:s}, {s:s}, {s:s}, {s:s}]", "type", "pid", "type", "ipc", "type",
+                           "uts", "type", "mount");
+    if (p->netns_path)
+        json_array_append_new(ns,
+                              json_pack("{s:s, s:s}", "type", "network", "path", p->netns_path));
+    else
+        json_array_append_new(ns, json_pack("{s:s}", "type", "network"));
+    return ns;
+}
+
+static json_t *process(const struct oci_params *p)
+{
+    struct sl_buf gpus;
+    sl_buf_init(&gpus);
+    for (size_t i = 0; i < p->n_gpus; i++)
+        sl_buf_addf(&gpus, "%s%u", i ? "," : "", p->gpus[i]);
+    cleanup_free char *nvidia =
+        xasprintf("NVIDIA_VISIBLE_DEVICES=%s", p->n_gpus ? gpus.data : "void");
+    cleanup_free char *cuda = xasprintf("CUDA_VISIBLE_DEVICES=%s", gpus.data);
+    cleanup_free char *instance = xasprintf("SUANLI_INSTANCE_ID=%s", p->id);
+    sl_buf_release(&gpus);
+
+    /* Without CAP_SYS_RESOURCE the container cannot go past the hard limit
+     * the node itself runs with, so that is what it gets (at most 2^20). */
+    struct rlimit nofile = { .rlim_max = 1048576 };
+    getrlimit(RLIMIT_NOFILE, &nofile);
+    json_int_t max_files = nofile.rlim_max > 1048576 ? 1048576 : (json_int_t)nofile.rlim_max;
+
+    json_t *caps = string_array(capabilities, ARRAY_SIZE(capabilities));
+    json_t *env = json_pack("[s, s, s, s, s, s, s]",
+                            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                            "HOME=/root", "LANG=C.UTF-8", "TERM=xterm", nvidia, cuda, instance);
+    json_t *proc =
+        json_pack("{s:b, s:{s:i, s:i}, s:[s, s], s:o, s:s, s:{s:O, s:O, s:O}, s:[{s:s, s:I, s:I}],"
+                  " s:b, s:i}",
+                  "terminal", 0, "user", "uid", 0, "gid", 0, "args", "/bin/sh",
+                  OCI_BOOT_MOUNT "/init", "env", env, "cwd", "/", "capabilities", "bounding", caps,
+                  "effective", caps, "permitted", caps, "rlimits", "type", "RLIMIT_NOFILE", "hard",
+                  max_files, "soft", max_files, "noNewPrivileges", 1, "oomScoreAdj", 0);
+    json_decref(caps); /* the three "O" above took their own references */
+    return proc;
+}
+
+json_t *oci_config(const struct oci_params *p)
+{
+    json_t *proc = process(p);
+    json_t *linux_section = json_object();
+    json_object_set_new(linux_section, "namespaces", namespaces(p));
+    json_object_set_new(linux_section, "cgroupsPath", json_string(p->cgroup_path));
+    json_object_set_new(linux_section, "resources", resources(p));
+    json_object_set_new(linux_section, "maskedPaths",
+                        string_array(masked_paths, ARRAY_SIZE(masked_paths)));
+    json_object_set_new(linux_section, "readonlyPaths",
+                        string_array(readonly_paths, ARRAY_SIZE(readonly_paths)));
+    json_object_set_new(linux_section, "seccomp", seccomp());
+    json_object_set_new(linux_section, "rootfsPropagation", json_string("rprivate"));
+
+    return json_pack("{s:s, s:o, s:{s:s, s:b}, s:s, s:o, s:o, s:o}", "ociVersion", "1.0.2",
+                     "process", proc, "root", "path", p->rootfs, "readonly", 0, "hostname", p->id,
+                     "mounts", mounts(p), "linux", linux_section, "annotations",
+                     json_pack("{s:s}", "io.suanli.instance", p->id));
+}
+
+int oci_write_config(const char *bundle_dir, const struct oci_params *p, struct sl_error *err)
+{
+    if (fs_mkdir_p(bundle_dir, 0700, err) < 0)
+        return -1;
+    cleanup_json json_t *config = oci_config(p);
+    cleanup_free char *text = json_dumps(config, JSON_INDENT(2));
+    if (!text)
+        return sl_fail(err, SL_E_INTERNAL, "internal", "BUG: unable to encode config.json");
+    cleanup_free char *path = xasprintf("%s/config.json", bundle_dir);
+    return fs_write_file(path, text, strlen(text), 0600, err);
+}

@@ -1,0 +1,82 @@
+#include "rootfs.h"
+#include "disk.h"
+#include "fsutil.h"
+#include "../lib/buf.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+/* overlayfs takes its options in one page. */
+#define OVERLAY_OPTIONS_MAX 4096
+
+/* Paths go into a comma- and colon-separated option string unescaped. */
+static bool plain_path(const char *p)
+{
+    return p[0] == '/' && !strpbrk(p, ",:\\");
+}
+
+int rootfs_mount(const char *const *lowers, size_t n_lowers, const char *upper, const char *work,
+                 const char *target, struct sl_error *err)
+{
+    if (n_lowers == 0)
+        return sl_fail(err, SL_E_INVALID, "no_layers", "an overlay needs at least one layer");
+    for (size_t i = 0; i < n_lowers; i++) {
+        if (!plain_path(lowers[i]))
+            return sl_fail(err, SL_E_INVALID, "bad_path", "layer path '%s' is not usable",
+                           lowers[i]);
+    }
+    if (!plain_path(upper) || !plain_path(work))
+        return sl_fail(err, SL_E_INVALID, "bad_path", "upper '%s' or work '%s' is not usable",
+                       upper, work);
+
+    if (fs_mkdir_p(target, 0755, err) < 0 || fs_mkdir_p(upper, 0755, err) < 0 ||
+        fs_mkdir_p(work, 0755, err) < 0)
+        return -1;
+
+    char fstype[32];
+    int mounted = disk_mounted(target, NULL, 0, fstype, sizeof(fstype), err);
+    if (mounted < 0)
+        return -1;
+    if (mounted) {
+        if (strcmp(fstype, "overlay") == 0)
+            return 0;
+        return sl_fail(err, SL_E_CONFLICT, "mountpoint_busy", "'%s' already holds a '%s' mount",
+                       target, fstype);
+    }
+
+    struct sl_buf opts;
+    sl_buf_init(&opts);
+    sl_buf_adds(&opts, "lowerdir=");
+    for (size_t i = 0; i < n_lowers; i++)
+        sl_buf_addf(&opts, "%s%s", i ? ":" : "", lowers[i]);
+    /* index=off and xino=off: the upper layer must mount again over other
+     * copies of the same lower layers (after an image moves or is
+     * re-imported), and redirect_dir stays off so "save image" can read the
+     * upper layer as a plain diff. */
+    sl_buf_addf(&opts, ",upperdir=%s,workdir=%s,index=off,xino=off,redirect_dir=off", upper, work);
+    int rc = 0;
+    if (opts.len >= OVERLAY_OPTIONS_MAX)
+        rc = sl_fail(err, SL_E_INVALID, "too_many_layers", "overlay options for '%s' are too long",
+                     target);
+    else if (mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, opts.data) < 0)
+        rc = sl_fail_errno(err, "unable to mount overlay at '%s'", target);
+    sl_buf_release(&opts);
+    return rc;
+}
+
+int rootfs_unmount(const char *target, struct sl_error *err)
+{
+    char fstype[32];
+    int mounted = disk_mounted(target, NULL, 0, fstype, sizeof(fstype), err);
+    if (mounted <= 0)
+        return mounted;
+    if (strcmp(fstype, "overlay") != 0)
+        return sl_fail(err, SL_E_CONFLICT, "not_overlay", "'%s' holds a '%s' mount, not an overlay",
+                       target, fstype);
+    if (umount2(target, UMOUNT_NOFOLLOW) < 0)
+        return sl_fail_errno(err, "unable to unmount '%s'", target);
+    return 0;
+}

@@ -1,0 +1,121 @@
+#include "runtime.h"
+#include "../lib/buf.h"
+#include "../lib/cleanup.h"
+#include "../lib/json.h"
+#include "../lib/subprocess.h"
+#include "../lib/xalloc.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+    const char *word;
+    enum runtime_status status;
+} runc_statuses[] = {
+    { "creating", RUNTIME_CREATING }, { "created", RUNTIME_CREATED },
+    { "running", RUNTIME_RUNNING },   { "paused", RUNTIME_PAUSED },
+    { "stopped", RUNTIME_STOPPED },
+};
+
+static int runc_delete(const struct runtime *rt, const char *id, struct sl_error *err)
+{
+    struct runtime_state st;
+    if (rt->ops->state(rt, id, &st, err) < 0)
+        return -1;
+    if (st.status == RUNTIME_ABSENT)
+        return 0;
+    const char *argv[] = { rt->binary, "--root", rt->root, "delete", "--force", id, NULL };
+    if (sl_run(argv, NULL, err) < 0) {
+        sl_error_prefix(err, "delete container '%s'", id);
+        return -1;
+    }
+    return 0;
+}
+
+static int runc_run(const struct runtime *rt, const char *id, const char *bundle_dir,
+                    const char *log_path, struct sl_error *err)
+{
+    cleanup_free char *pid_file = xasprintf("%s/init.pid", bundle_dir);
+    const char *argv[] = { rt->binary, "--root",     rt->root, "run", "--detach", "--bundle",
+                           bundle_dir, "--pid-file", pid_file, id,    NULL };
+    /* Detached without a terminal, the container inherits runc's stdio: a
+     * pipe would never reach end-of-file while sshd lives, hence a file. */
+    struct sl_subprocess sp = { .argv = argv, .log_path = log_path };
+    if (sl_subprocess_check(&sp, err) == 0)
+        return 0;
+    sl_error_prefix(err, "run container '%s'", id);
+    struct sl_error ignored = SL_ERROR_INIT;
+    runc_delete(rt, id, &ignored);
+    return -1;
+}
+
+static int runc_state(const struct runtime *rt, const char *id, struct runtime_state *st,
+                      struct sl_error *err)
+{
+    *st = (struct runtime_state){ .status = RUNTIME_ABSENT };
+    struct sl_buf out, errout;
+    sl_buf_init(&out);
+    sl_buf_init(&errout);
+    const char *argv[] = { rt->binary, "--root", rt->root, "state", id, NULL };
+    struct sl_subprocess sp = { .argv = argv, .out = &out, .err = &errout };
+    int rc = sl_subprocess_run(&sp, err);
+    if (rc != 0) {
+        bool absent = rc > 0 && strstr(errout.data, "does not exist");
+        if (rc > 0 && !absent)
+            sl_fail(err, SL_E_INTERNAL, "runtime_failed", "runc state '%s': %.300s", id,
+                    errout.data);
+        sl_buf_release(&out);
+        sl_buf_release(&errout);
+        return absent ? 0 : -1;
+    }
+    json_error_t jerr;
+    cleanup_json json_t *obj = json_loadb(out.data, out.len, 0, &jerr);
+    sl_buf_release(&out);
+    sl_buf_release(&errout);
+    if (!obj)
+        return sl_fail(err, SL_E_INTERNAL, "runtime_failed", "runc state '%s': bad JSON: %s", id,
+                       jerr.text);
+    const char *status = json_string_value(json_object_get(obj, "status"));
+    for (size_t i = 0; status && i < ARRAY_SIZE(runc_statuses); i++) {
+        if (strcmp(status, runc_statuses[i].word) == 0)
+            st->status = runc_statuses[i].status;
+    }
+    if (st->status == RUNTIME_ABSENT)
+        return sl_fail(err, SL_E_INTERNAL, "runtime_failed", "runc state '%s': status '%s'", id,
+                       status ? status : "(none)");
+    st->pid = (pid_t)json_integer_value(json_object_get(obj, "pid"));
+    return 0;
+}
+
+static int runc_kill(const struct runtime *rt, const char *id, int sig, bool all,
+                     struct sl_error *err)
+{
+    char signame[16];
+    snprintf(signame, sizeof(signame), "%d", sig);
+    const char *argv[] = {
+        rt->binary,           "--root", rt->root, "kill", all ? "--all" : id, all ? id : signame,
+        all ? signame : NULL, NULL
+    };
+    struct sl_buf errout;
+    sl_buf_init(&errout);
+    struct sl_subprocess sp = { .argv = argv, .err = &errout };
+    int rc = sl_subprocess_run(&sp, err);
+    if (rc > 0) {
+        if (strstr(errout.data, "not running") || strstr(errout.data, "does not exist"))
+            sl_fail(err, SL_E_CONFLICT, "not_running", "container '%s' is not running", id);
+        else
+            sl_fail(err, SL_E_INTERNAL, "runtime_failed", "runc kill '%s': %.300s", id,
+                    errout.data);
+    }
+    sl_buf_release(&errout);
+    return rc == 0 ? 0 : -1;
+}
+
+const struct runtime_ops runtime_runc_ops = {
+    .name = "runc",
+    .run = runc_run,
+    .state = runc_state,
+    .kill = runc_kill,
+    .delete = runc_delete,
+};
