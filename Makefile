@@ -29,7 +29,7 @@ UNIT_BIN    := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 .PHONY: all deps run test unit asan-unit fuzz-smoke integration format check-format bench \
         install clean
 
-all: $(BUILD)/suanlid $(BUILD)/suanli
+all: $(BUILD)/suanlid $(BUILD)/suanli $(BUILD)/suanli-node
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

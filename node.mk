@@ -13,6 +13,10 @@ $(BUILD)/tests/node-smoke: $(BUILD)/node/instance-smoke.o $(BUILD)/libsuanli-nod
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
+$(BUILD)/suanli-node: $(BUILD)/node/main.o $(BUILD)/libsuanli-node.a $(BUILD)/cli/client.o \
+                      $(BUILD)/libsuanli.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) -ldl
+
 .PHONY: node-smoke
 node-smoke: $(BUILD)/tests/node-smoke
 	$(BUILD)/tests/node-smoke

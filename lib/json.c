@@ -102,6 +102,24 @@ int sl_json_fields(json_t *obj, const struct sl_json_field *fields, size_t n, st
             if (check_int(f, v, err) < 0)
                 return -1;
             break;
+        case SL_JSON_ARRAY:
+            if (!json_is_array(v))
+                return sl_fail(err, SL_E_INVALID, "invalid_field", "field '%s' must be a list",
+                               f->name);
+            if (json_array_size(v) > (f->max_len ? f->max_len : 256))
+                return sl_fail(err, SL_E_INVALID, "invalid_field",
+                               "field '%s' has more than %zu items", f->name,
+                               f->max_len ? f->max_len : 256);
+            if (f->out)
+                *(json_t **)f->out = v;
+            break;
+        case SL_JSON_OBJECT:
+            if (!json_is_object(v))
+                return sl_fail(err, SL_E_INVALID, "invalid_field", "field '%s' must be an object",
+                               f->name);
+            if (f->out)
+                *(json_t **)f->out = v;
+            break;
         case SL_JSON_BOOL:
             if (!json_is_boolean(v))
                 return sl_fail(err, SL_E_INVALID, "invalid_field",

@@ -19,6 +19,8 @@ enum sl_json_type {
     SL_JSON_STRING, /* out: const char ** borrowed from the object */
     SL_JSON_INT,    /* out: int64_t * */
     SL_JSON_BOOL,   /* out: bool * */
+    SL_JSON_ARRAY,  /* out: json_t ** borrowed; max_len bounds the items (0: 256) */
+    SL_JSON_OBJECT, /* out: json_t ** borrowed; checked further by the caller */
 };
 
 struct sl_json_field {

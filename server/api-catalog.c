@@ -109,6 +109,28 @@ static json_t *storage_price(struct store *st, const char *item, const char *reg
                      (json_int_t)free_gib);
 }
 
+/* How many GPUs of model m the online hosts of region have, and how many are
+ * free; simulated ones are counted apart so a renter always sees them. */
+static int add_supply(struct server *srv, const char *region, json_t *m, struct sl_error *err)
+{
+    cleanup_rows struct db_rows *rows = store_query(
+        srv->store,
+        "SELECT COUNT(*), COALESCE(SUM(g.instance_id IS NULL), 0), COUNT(DISTINCT g.node_id),"
+        " COALESCE(SUM(g.simulated), 0) FROM gpus g JOIN nodes n ON n.id = g.node_id"
+        " WHERE n.region_id = ?1 AND g.gpu_model_id = ?2 AND n.last_heartbeat > ?3",
+        DB_ARGS(DB_TEXT(region), DB_TEXT(json_string_value(json_object_get(m, "id"))),
+                DB_INT(sl_time_now() - srv->cfg.node_offline_after)),
+        err);
+
+    if (!rows || db_next(rows, err) < 0)
+        return -1;
+    json_object_set_new(m, "gpus_total", json_integer(db_int(rows, 0)));
+    json_object_set_new(m, "gpus_free", json_integer(db_int(rows, 1)));
+    json_object_set_new(m, "hosts", json_integer(db_int(rows, 2)));
+    json_object_set_new(m, "simulated_gpus", json_integer(db_int(rows, 3)));
+    return 0;
+}
+
 /* The market: per region, every GPU model with its price there. Hosts and
  * free GPUs join in when nodes enroll; until then the counts are zero. */
 int api_market(struct api_request *req, struct api_response *res, struct sl_error *err)
@@ -137,9 +159,8 @@ int api_market(struct api_request *req, struct api_response *res, struct sl_erro
         json_t *m;
         json_array_foreach(json_object_get(models, "items"), j, m)
         {
-            json_object_set_new(m, "gpus_total", json_integer(0));
-            json_object_set_new(m, "gpus_free", json_integer(0));
-            json_object_set_new(m, "hosts", json_integer(0));
+            if (add_supply(req->srv, rid, m, err) < 0)
+                return -1;
         }
         int rc = catalog_price_at(st, CATALOG_NOGPU, rid, sl_time_now(), &nogpu, NULL, err);
         json_t *disk = storage_price(st, CATALOG_DATA_DISK, rid, err);

@@ -257,7 +257,16 @@ void api_dispatch(struct api_request *req, struct api_response *res)
     }
     if (auth_authenticate(req, &err) < 0)
         goto out;
-    if (!(req->route->flags & API_PUBLIC) && !req->caller.authenticated) {
+    if (req->route->flags & API_NODE) {
+        /* a node speaks for itself only: another node's id is 404 */
+        if (!req->caller.node_id[0] || strcmp(req->caller.node_id, req->params[0]) != 0) {
+            sl_fail(&err, req->caller.node_id[0] ? SL_E_NOT_FOUND : SL_E_UNAUTHENTICATED,
+                    req->caller.node_id[0] ? "not_found" : "unauthenticated",
+                    "this route is for the node agent of '%s', with its node token",
+                    req->params[0]);
+            goto out;
+        }
+    } else if (!(req->route->flags & API_PUBLIC) && !req->caller.authenticated) {
         sl_fail(&err, SL_E_UNAUTHENTICATED, NULL,
                 "log in first: send 'Authorization: Bearer TOKEN' (suanli login)");
         goto out;

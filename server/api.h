@@ -32,7 +32,8 @@ struct api_caller {
     bool admin;
     char user_id[SL_ID_MAX];
     char token_id[SL_ID_MAX];
-    char token_kind[8]; /* "session" or "api" */
+    char token_kind[8];      /* "session" or "api" */
+    char node_id[SL_ID_MAX]; /* set for a node agent's token; then no user */
 };
 
 struct api_request {
@@ -69,6 +70,7 @@ enum api_route_flags {
     API_NO_IDEMPOTENCY = 1 << 2, /* never replay (responses hold secrets) */
     API_RAW_BODY = 1 << 3,       /* body is not parsed as JSON */
     API_OWN_TX = 1 << 4,         /* the handler manages its transactions */
+    API_NODE = 1 << 5,           /* node agents only, and only about themselves */
 };
 
 struct api_route {

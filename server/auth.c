@@ -62,6 +62,17 @@ int auth_authenticate(struct api_request *req, struct sl_error *err)
             return 0;
         }
     }
+    if (strlen(token) > 0 && strlen(token) < SL_TOKEN_MAX) {
+        /* not a user's token: perhaps a node agent's */
+        cleanup_rows struct db_rows *rows = store_query(
+            st, "SELECT id FROM nodes WHERE token_hash = ?1", DB_ARGS(DB_TEXT(hash)), err);
+        if (!rows || (rc = db_next(rows, err)) < 0)
+            return -1;
+        if (rc == 1) {
+            snprintf(req->caller.node_id, sizeof(req->caller.node_id), "%s", db_text(rows, 0));
+            return 0;
+        }
+    }
     if (req->route && (req->route->flags & API_PUBLIC))
         return 0;
     return sl_fail(err, SL_E_UNAUTHENTICATED, "invalid_token",

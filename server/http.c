@@ -160,7 +160,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     enum MHD_Result ret = send_response(conn, &res);
     log_info("http %s %s %d %.1fms ip=%s user=%s", method, url, res.status,
              (double)(sl_time_mono_us() - cs->started_us) / 1000.0, addr,
-             req.caller.authenticated ? req.caller.user_id : "-");
+             req.caller.authenticated ? req.caller.user_id
+             : req.caller.node_id[0]  ? req.caller.node_id
+                                      : "-");
     api_response_release(&res);
     return ret;
 }

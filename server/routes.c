@@ -34,6 +34,16 @@ const struct api_route api_routes[] = {
     R("GET", "/v1/regions", api_regions, 0),
     R("GET", "/v1/gpu-models", api_gpu_models, 0),
     R("GET", "/v1/market", api_market, 0),
+    R("GET", "/v1/images", api_images_list, 0),
+
+    R("POST", "/v1/instances", api_instances_create, 0),
+    R("GET", "/v1/instances", api_instances_list, 0),
+    R("GET", "/v1/instances/{id}", api_instances_get, 0),
+    R("GET", "/v1/instances/{id}/events", api_instances_events, 0),
+    R("POST", "/v1/instances/{id}/start", api_instances_start, 0),
+    R("POST", "/v1/instances/{id}/stop", api_instances_stop, 0),
+    R("POST", "/v1/instances/{id}/restart", api_instances_restart, 0),
+    R("POST", "/v1/instances/{id}/release", api_instances_release, 0),
 
     R("GET", "/v1/admin/users", api_admin_users, API_ADMIN),
     R("POST", "/v1/admin/users/{id}/credit", api_admin_credit, API_ADMIN),
@@ -47,6 +57,17 @@ const struct api_route api_routes[] = {
     R("PATCH", "/v1/admin/gpu-models/{id}", api_admin_gpu_models_update, API_ADMIN),
     R("GET", "/v1/admin/prices", api_admin_prices_list, API_ADMIN),
     R("POST", "/v1/admin/prices", api_admin_prices_create, API_ADMIN),
+    R("GET", "/v1/admin/join-tokens", api_admin_join_tokens_list, API_ADMIN),
+    R("POST", "/v1/admin/join-tokens", api_admin_join_tokens_create,
+      API_ADMIN | API_NO_IDEMPOTENCY),
+    R("DELETE", "/v1/admin/join-tokens/{id}", api_admin_join_tokens_delete, API_ADMIN),
+    R("POST", "/v1/admin/images", api_admin_images_create, API_ADMIN),
+    R("GET", "/v1/admin/nodes", api_admin_nodes_list, API_ADMIN),
+    R("GET", "/v1/admin/nodes/{id}", api_admin_nodes_get, API_ADMIN),
+
+    R("POST", "/v1/nodes/enroll", api_nodes_enroll, API_PUBLIC | API_NO_IDEMPOTENCY),
+    R("POST", "/v1/nodes/{id}/heartbeat", api_nodes_heartbeat, API_NODE | API_NO_IDEMPOTENCY),
+    R("GET", "/v1/nodes/{id}/desired", api_nodes_desired, API_NODE),
 };
 
 const size_t api_routes_count = sizeof(api_routes) / sizeof(api_routes[0]);

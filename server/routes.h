@@ -45,6 +45,27 @@ HANDLER(api_admin_gpu_models_create);
 HANDLER(api_admin_gpu_models_update);
 HANDLER(api_admin_prices_list);
 HANDLER(api_admin_prices_create);
+/* api-nodes.c */
+HANDLER(api_admin_join_tokens_create);
+HANDLER(api_admin_join_tokens_list);
+HANDLER(api_admin_join_tokens_delete);
+HANDLER(api_admin_nodes_list);
+HANDLER(api_admin_nodes_get);
+HANDLER(api_nodes_enroll);
+HANDLER(api_nodes_heartbeat);
+HANDLER(api_nodes_desired);
+/* api-instances.c */
+HANDLER(api_instances_create);
+HANDLER(api_instances_list);
+HANDLER(api_instances_get);
+HANDLER(api_instances_events);
+HANDLER(api_instances_start);
+HANDLER(api_instances_stop);
+HANDLER(api_instances_restart);
+HANDLER(api_instances_release);
+/* api-images.c */
+HANDLER(api_images_list);
+HANDLER(api_admin_images_create);
 /* api-health.c */
 HANDLER(api_healthz);
 HANDLER(api_metrics);

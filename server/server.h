@@ -30,6 +30,16 @@ struct server_config {
     char *payment_webhook_secret;
     int64_t payment_webhook_tolerance;
     int64_t page_size_max;
+    int64_t node_offline_after;
+    int64_t node_heartbeat_interval;
+    int64_t ssh_port_min;
+    int64_t ssh_port_max;
+    int64_t join_token_ttl;
+    int64_t system_disk_gib;
+    int64_t max_data_disk_gib;
+    int64_t max_gpus_per_instance;
+    int64_t nogpu_millicores;
+    int64_t nogpu_memory_mib;
 };
 
 extern const struct sl_option server_options[];

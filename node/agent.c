@@ -1,0 +1,511 @@
+#include "agent.h"
+#include "inventory.h"
+
+#include "../cli/client.h"
+#include "../lib/buf.h"
+#include "../lib/cleanup.h"
+#include "../lib/config.h"
+#include "../lib/crypto.h"
+#include "../lib/json.h"
+#include "../lib/log.h"
+#include "../lib/timefmt.h"
+#include "../lib/xalloc.h"
+#include "fsutil.h"
+#include "image.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define AGENT_VERSION "0.1.0"
+
+#define OPT(n, t, d, lo, hi, field, h)                                                             \
+    {                                                                                              \
+        .name = n, .type = t, .def = d, .min = lo, .max = hi,                                      \
+        .offset = offsetof(struct agent_config, field), .help = h                                  \
+    }
+
+const struct sl_option agent_options[] = {
+    OPT("data_dir", SL_OPT_STRING, "/var/lib/suanli-node", 0, 0, data_dir,
+        "images, disks and instance state"),
+    OPT("server", SL_OPT_STRING, "http://127.0.0.1:7070", 0, 0, server, "suanlid's URL"),
+    OPT("join", SL_OPT_STRING, NULL, 0, 0, join, "join token for the first start"),
+    OPT("simulate_gpus", SL_OPT_STRING, NULL, 0, 0, simulate_gpus,
+        "COUNT:MODEL simulated GPUs for a host without NVIDIA GPUs"),
+    OPT("address", SL_OPT_STRING, NULL, 0, 0, address,
+        "address renters reach this host at (default: its first non-loopback IPv4)"),
+    OPT("hostname", SL_OPT_STRING, NULL, 0, 0, hostname, "name shown to admins"),
+    OPT("network.bridge", SL_OPT_STRING, "suanli0", 0, 0, bridge, "the instances' bridge"),
+    OPT("network.subnet", SL_OPT_STRING, "10.88.0.0/16", 0, 0, subnet,
+        "the bridge's private subnet"),
+    OPT("runtime", SL_OPT_STRING, "runc", 0, 0, runtime, "OCI runtime binary"),
+    OPT("poll_ms", SL_OPT_INT, "200", 20, 60000, poll_ms, "how often the desired state is read"),
+    OPT("stop_grace_ms", SL_OPT_INT, "10000", 0, 600000, stop_grace_ms,
+        "time between SIGTERM and SIGKILL on stop"),
+    OPT("ssh_wait_ms", SL_OPT_INT, "10000", 100, 600000, ssh_wait_ms,
+        "how long a start waits for sshd's banner before it fails"),
+};
+
+const size_t agent_options_count = sizeof(agent_options) / sizeof(agent_options[0]);
+
+struct agent {
+    struct agent_config *cfg;
+    char node_id[SL_ID_MAX];
+    char token[SL_TOKEN_MAX];
+    struct client client;
+    struct gpu_source gpus;
+    struct runtime rt;
+    struct net_config net;
+    struct node_host host;
+    char *runc_root, *net_state;
+    int64_t heartbeat_s;
+    int64_t revision;
+    json_t *failures; /* {id: {"generation": g, "message": m}} */
+    pthread_mutex_t lock;
+    json_t *builds; /* {name: "building" | "failed: ..."}, guarded by lock */
+};
+
+/* node.json: who this host is to the control plane. */
+static int load_identity(struct agent *a, struct sl_error *err)
+{
+    cleanup_free char *path = xasprintf("%s/node.json", a->cfg->data_dir);
+    cleanup_json json_t *j = NULL;
+    json_error_t jerr;
+
+    if (access(path, F_OK) != 0)
+        return 0;
+    j = json_load_file(path, 0, &jerr);
+    const char *id = json_string_value(json_object_get(j, "node_id"));
+    const char *token = json_string_value(json_object_get(j, "node_token"));
+    if (!id || !token || strlen(id) >= sizeof(a->node_id) || strlen(token) >= sizeof(a->token))
+        return sl_fail(err, SL_E_INVALID, "bad_identity",
+                       "'%s' is damaged: remove it and enroll again with --join", path);
+    snprintf(a->node_id, sizeof(a->node_id), "%s", id);
+    snprintf(a->token, sizeof(a->token), "%s", token);
+    return 1;
+}
+
+static int enroll(struct agent *a, struct sl_error *err)
+{
+    cleanup_json json_t *inv = inventory_json(&a->gpus, a->cfg->data_dir, AGENT_VERSION, err);
+    cleanup_json json_t *out = NULL;
+    char host[256];
+
+    if (!inv)
+        return -1;
+    if (!a->cfg->join)
+        return sl_fail(err, SL_E_INVALID, "not_enrolled",
+                       "this host is not enrolled yet: start it once with --join TOKEN (make one "
+                       "with suanli admin join-token create --region R)");
+    if (!a->cfg->hostname)
+        gethostname(host, sizeof(host));
+    cleanup_json json_t *body = json_pack("{s:s, s:s, s:s, s:O}", "join_token", a->cfg->join,
+                                          "hostname", a->cfg->hostname ? a->cfg->hostname : host,
+                                          "address", a->cfg->address, "inventory", inv);
+    if (client_request(&a->client, "POST", "/v1/nodes/enroll", body, NULL, &out, err) < 0) {
+        sl_error_prefix(err, "enroll at %s", a->cfg->server);
+        return -1;
+    }
+    const char *id = json_string_value(json_object_get(out, "node_id"));
+    const char *token = json_string_value(json_object_get(out, "node_token"));
+    if (!id || !token)
+        return sl_fail(err, SL_E_INTERNAL, NULL, "enroll: the server's answer lacks an id");
+    snprintf(a->node_id, sizeof(a->node_id), "%s", id);
+    snprintf(a->token, sizeof(a->token), "%s", token);
+    cleanup_json json_t *identity =
+        json_pack("{s:s, s:s, s:s}", "server", a->cfg->server, "node_id", id, "node_token", token);
+    cleanup_free char *text = json_dumps(identity, JSON_INDENT(2));
+    cleanup_free char *path = xasprintf("%s/node.json", a->cfg->data_dir);
+    if (fs_write_file(path, text, strlen(text), 0600, err) < 0)
+        return -1;
+    log_info("agent: enrolled as %s", id);
+    return 0;
+}
+
+/* Waits until sshd inside answers with its banner. */
+static bool ssh_ready(const char *ip, int64_t wait_ms)
+{
+    int64_t deadline = sl_time_mono_ms() + wait_ms;
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(22) };
+
+    if (inet_pton(AF_INET, ip, &sa.sin_addr) != 1)
+        return false;
+    while (sl_time_mono_ms() < deadline) {
+        cleanup_close int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+            struct pollfd p = { .fd = fd, .events = POLLIN };
+            char buf[8];
+            if (poll(&p, 1, 2000) == 1 && read(fd, buf, sizeof(buf)) >= 4 &&
+                memcmp(buf, "SSH-", 4) == 0)
+                return true;
+        }
+        usleep(10000);
+    }
+    return false;
+}
+
+static char *generation_path(struct agent *a, const char *id)
+{
+    return xasprintf("%s/instances/%s/generation", a->cfg->data_dir, id);
+}
+
+static int64_t local_generation(struct agent *a, const char *id)
+{
+    cleanup_free char *path = generation_path(a, id);
+    cleanup_free char *text = fs_read_file(path, 64, NULL, NULL);
+    return text ? strtoll(text, NULL, 10) : 0;
+}
+
+static bool instance_exists(struct agent *a, const char *id)
+{
+    cleanup_free char *dir = instance_dir(&a->host, id);
+    return access(dir, F_OK) == 0;
+}
+
+static bool instance_running(struct agent *a, const char *id)
+{
+    struct runtime_state rs;
+    return a->rt.ops->state(&a->rt, id, &rs, NULL) == 0 && rs.status == RUNTIME_RUNNING;
+}
+
+static void record_failure(struct agent *a, const char *id, int64_t generation, const char *msg)
+{
+    json_object_set_new(
+        a->failures, id,
+        json_pack("{s:I, s:s}", "generation", (json_int_t)generation, "message", msg));
+    log_warn("agent: instance %s failed: %s", id, msg);
+}
+
+static int start_one(struct agent *a, json_t *d, struct sl_error *err)
+{
+    const char *id = json_string_value(json_object_get(d, "id"));
+    int64_t generation = json_integer_value(json_object_get(d, "generation"));
+    unsigned gpus[GPU_MAX];
+    size_t n_gpus = 0, i;
+    json_t *g;
+    char ip[64] = "";
+
+    json_array_foreach(json_object_get(d, "gpus"), i, g)
+    {
+        if (n_gpus < GPU_MAX)
+            gpus[n_gpus++] = (unsigned)json_integer_value(g);
+    }
+    struct instance_spec spec = {
+        .id = id,
+        .image = json_string_value(json_object_get(d, "image")),
+        .system_disk_gib = (unsigned)json_integer_value(json_object_get(d, "system_disk_gib")),
+        .data_disk_gib = (unsigned)json_integer_value(json_object_get(d, "data_disk_gib")),
+        .host_port = (unsigned)json_integer_value(json_object_get(d, "ssh_port")),
+        .root_password = json_string_value(json_object_get(d, "root_password")),
+        .authorized_keys = json_string_value(json_object_get(d, "authorized_keys")),
+        .cpu_millicores = (unsigned)json_integer_value(json_object_get(d, "cpu_millicores")),
+        .memory_mib = (uint64_t)json_integer_value(json_object_get(d, "memory_mib")),
+        .pids_max = 4096,
+        .gpus = gpus,
+        .n_gpus = n_gpus,
+    };
+    if (instance_create_disks(&a->host, &spec, err) < 0 ||
+        instance_start(&a->host, &spec, ip, err) < 0)
+        return -1;
+    if (!ssh_ready(ip, a->cfg->ssh_wait_ms)) {
+        instance_stop(&a->host, id, spec.host_port, 0, NULL);
+        return sl_fail(err, SL_E_UNAVAILABLE, "ssh_not_ready",
+                       "sshd did not answer within %lld ms; see the instance's console.log",
+                       (long long)a->cfg->ssh_wait_ms);
+    }
+    cleanup_free char *path = generation_path(a, id);
+    char text[32];
+    int n = snprintf(text, sizeof(text), "%lld\n", (long long)generation);
+    return fs_write_file(path, text, (size_t)n, 0644, err);
+}
+
+/* Brings one instance to what is desired; true when it did something. */
+static bool converge_one(struct agent *a, json_t *d)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    const char *id = json_string_value(json_object_get(d, "id"));
+    const char *desired = json_string_value(json_object_get(d, "desired"));
+    int64_t generation = json_integer_value(json_object_get(d, "generation"));
+    unsigned port = (unsigned)json_integer_value(json_object_get(d, "ssh_port"));
+    json_t *failure = json_object_get(a->failures, id);
+
+    if (!id || !desired)
+        return false;
+    if (strcmp(desired, "running") == 0) {
+        bool running = instance_running(a, id);
+        int64_t have = running ? local_generation(a, id) : 0;
+        if (running && have >= generation)
+            return false;
+        if (failure && json_integer_value(json_object_get(failure, "generation")) >= generation)
+            return false; /* failed at this generation: wait for a new start */
+        if (running) {
+            log_info("agent: restarting %s (generation %lld)", id, (long long)generation);
+            instance_stop(&a->host, id, port, (int)a->cfg->stop_grace_ms, NULL);
+        }
+        log_info("agent: starting %s", id);
+        if (start_one(a, d, &err) < 0)
+            record_failure(a, id, generation, err.message);
+        else
+            json_object_del(a->failures, id);
+        return true;
+    }
+    if (strcmp(desired, "stopped") == 0) {
+        json_object_del(a->failures, id);
+        if (!instance_running(a, id))
+            return false;
+        log_info("agent: stopping %s", id);
+        if (instance_stop(&a->host, id, port, (int)a->cfg->stop_grace_ms, &err) < 0)
+            log_warn("agent: stop %s: %s", id, err.message);
+        return true;
+    }
+    if (strcmp(desired, "released") == 0) {
+        json_object_del(a->failures, id);
+        if (!instance_exists(a, id))
+            return false;
+        log_info("agent: releasing %s", id);
+        if (instance_release(&a->host, id, port, &err) < 0)
+            log_warn("agent: release %s: %s", id, err.message);
+        return true;
+    }
+    return false;
+}
+
+static json_t *report_one(struct agent *a, json_t *d)
+{
+    const char *id = json_string_value(json_object_get(d, "id"));
+    int64_t generation = json_integer_value(json_object_get(d, "generation"));
+    json_t *failure = json_object_get(a->failures, id);
+
+    if (failure && json_integer_value(json_object_get(failure, "generation")) >= generation)
+        return json_pack("{s:s, s:s, s:I, s:O}", "id", id, "state", "failed", "generation",
+                         (json_int_t)generation, "message", json_object_get(failure, "message"));
+    if (instance_running(a, id))
+        return json_pack("{s:s, s:s, s:I}", "id", id, "state", "running", "generation",
+                         (json_int_t)local_generation(a, id));
+    return json_pack("{s:s, s:s, s:I}", "id", id, "state",
+                     instance_exists(a, id) ? "stopped" : "absent", "generation",
+                     (json_int_t)local_generation(a, id));
+}
+
+struct build_job {
+    struct agent *agent;
+    char name[IMAGE_NAME_MAX + 1];
+};
+
+static void *build_image(void *p)
+{
+    struct build_job *job = p;
+    struct agent *a = job->agent;
+    struct sl_error err = SL_ERROR_INIT;
+
+    log_info("agent: building image %s with mmdebstrap", job->name);
+    int rc = image_build_default(a->cfg->data_dir, job->name, "bookworm", &err);
+    pthread_mutex_lock(&a->lock);
+    if (rc < 0) {
+        cleanup_free char *msg = xasprintf("failed: %s", err.message);
+        json_object_set_new(a->builds, job->name, json_string(msg));
+        log_error("agent: image %s: %s", job->name, err.message);
+    } else {
+        json_object_del(a->builds, job->name);
+        log_info("agent: image %s ready", job->name);
+    }
+    pthread_mutex_unlock(&a->lock);
+    free(job);
+    return NULL;
+}
+
+static void converge_images(struct agent *a, json_t *wanted)
+{
+    size_t i;
+    json_t *w;
+
+    json_array_foreach(wanted, i, w)
+    {
+        const char *name = json_string_value(json_object_get(w, "name"));
+        struct image img = { 0 };
+        if (!name || !image_name_valid(name))
+            continue;
+        if (image_load(a->cfg->data_dir, name, &img, NULL) == 0) {
+            image_release(&img);
+            continue;
+        }
+        pthread_mutex_lock(&a->lock);
+        bool known = json_object_get(a->builds, name) != NULL;
+        if (!known)
+            json_object_set_new(a->builds, name, json_string("building"));
+        pthread_mutex_unlock(&a->lock);
+        if (known)
+            continue;
+        struct build_job *job = xzalloc(sizeof(*job));
+        job->agent = a;
+        snprintf(job->name, sizeof(job->name), "%s", name);
+        pthread_t t;
+        pthread_create(&t, NULL, build_image, job);
+        pthread_detach(t);
+    }
+}
+
+static json_t *images_report(struct agent *a)
+{
+    cleanup_free char *dir = xasprintf("%s/images", a->cfg->data_dir);
+    json_t *out = json_array();
+    DIR *d = opendir(dir);
+    struct dirent *e;
+
+    while (d && (e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        struct image img = { 0 };
+        if (n <= 5 || strcmp(e->d_name + n - 5, ".json") != 0)
+            continue;
+        cleanup_free char *name = xstrndup(e->d_name, n - 5);
+        if (image_load(a->cfg->data_dir, name, &img, NULL) < 0)
+            continue;
+        json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:s, s:I}", "name", name, "state",
+                                             "ready", "os", img.os, "python", img.python,
+                                             "size_bytes", (json_int_t)img.size_bytes));
+        image_release(&img);
+    }
+    if (d)
+        closedir(d);
+    pthread_mutex_lock(&a->lock);
+    const char *name;
+    json_t *v;
+    json_object_foreach(a->builds, name, v)
+    {
+        const char *s = json_string_value(v);
+        bool failed = strncmp(s, "failed: ", 8) == 0;
+        json_array_append_new(out, json_pack("{s:s, s:s, s:s}", "name", name, "state",
+                                             failed ? "failed" : "building", "message",
+                                             failed ? s + 8 : ""));
+    }
+    pthread_mutex_unlock(&a->lock);
+    return out;
+}
+
+static int heartbeat(struct agent *a, json_t *desired, struct sl_error *err)
+{
+    cleanup_json json_t *inv = inventory_json(&a->gpus, a->cfg->data_dir, AGENT_VERSION, err);
+    cleanup_json json_t *report = json_array();
+    cleanup_json json_t *out = NULL;
+    size_t i;
+    json_t *d;
+
+    if (!inv)
+        return -1;
+    json_array_foreach(json_object_get(desired, "instances"), i, d)
+    {
+        json_array_append_new(report, report_one(a, d));
+    }
+    cleanup_json json_t *body =
+        json_pack("{s:O, s:I, s:O, s:o}", "inventory", inv, "revision", (json_int_t)a->revision,
+                  "instances", report, "images", images_report(a));
+    cleanup_free char *path = xasprintf("/v1/nodes/%s/heartbeat", a->node_id);
+    if (client_request(&a->client, "POST", path, body, NULL, &out, err) < 0)
+        return -1;
+    int64_t hb = json_integer_value(json_object_get(out, "heartbeat_interval_seconds"));
+    if (hb > 0)
+        a->heartbeat_s = hb;
+    return 0;
+}
+
+static int setup(struct agent *a, struct sl_error *err)
+{
+    struct agent_config *cfg = a->cfg;
+
+    if (fs_mkdir_p(cfg->data_dir, 0700, err) < 0)
+        return -1;
+    if (cfg->simulate_gpus) {
+        if (gpu_sim_open(cfg->simulate_gpus, &a->gpus, err) < 0)
+            return -1;
+        log_warn("agent: SIMULATED GPUs (%s): renters see them flagged as simulated",
+                 cfg->simulate_gpus);
+    } else if (gpu_nvml_open(&a->gpus, err) < 0) {
+        sl_error_prefix(err, "no GPUs found; on a host without NVIDIA GPUs declare simulated "
+                             "ones with --simulate-gpus \"8:RTX 4090\"");
+        return -1;
+    }
+    if (!cfg->address) {
+        char addr[64];
+        inventory_default_address(addr, sizeof(addr));
+        cfg->address = xstrdup(addr);
+    }
+    a->runc_root = xasprintf("%s/runc", cfg->data_dir);
+    a->net_state = xasprintf("%s/net", cfg->data_dir);
+    a->rt =
+        (struct runtime){ .ops = &runtime_runc_ops, .binary = cfg->runtime, .root = a->runc_root };
+    a->net = (struct net_config){ .cni_path = "/usr/lib/cni",
+                                  .bridge = cfg->bridge,
+                                  .subnet = cfg->subnet,
+                                  .state_dir = a->net_state };
+    a->host = (struct node_host){ .data_dir = cfg->data_dir, .runtime = &a->rt, .net = &a->net };
+    a->failures = json_object();
+    a->builds = json_object();
+    a->heartbeat_s = 3;
+    pthread_mutex_init(&a->lock, NULL);
+    client_init(&a->client, cfg->server, NULL);
+    int rc = load_identity(a, err);
+    if (rc < 0)
+        return -1;
+    if (rc == 0 && enroll(a, err) < 0)
+        return -1;
+    a->client.token = a->token;
+    return 0;
+}
+
+int agent_run(struct agent_config *cfg, volatile bool *stop, struct sl_error *err)
+{
+    struct agent a = { .cfg = cfg };
+    cleanup_json json_t *desired =
+        json_pack("{s:I, s:[], s:[]}", "revision", (json_int_t)0, "instances", "images");
+    int64_t next_heartbeat = 0;
+    bool warned = false;
+
+    if (setup(&a, err) < 0)
+        return -1;
+    cleanup_free char *path = xasprintf("/v1/nodes/%s/desired", a.node_id);
+    log_info("agent: node %s serving %s from %s", a.node_id, cfg->address, cfg->server);
+    while (!*stop) {
+        struct sl_error e = SL_ERROR_INIT;
+        json_t *fresh = NULL;
+        bool acted = false;
+        if (client_request(&a.client, "GET", path, NULL, NULL, &fresh, &e) == 0 && fresh) {
+            json_decref(desired);
+            desired = fresh;
+            a.revision = json_integer_value(json_object_get(desired, "revision"));
+            warned = false;
+        } else if (!warned) {
+            /* keep converging to the last desired state: instances run on */
+            log_warn("agent: cannot read the desired state: %s", e.message);
+            warned = true;
+        }
+        size_t i;
+        json_t *d;
+        json_array_foreach(json_object_get(desired, "instances"), i, d)
+        {
+            acted |= converge_one(&a, d);
+        }
+        converge_images(&a, json_object_get(desired, "images"));
+        if (acted || sl_time_mono_ms() >= next_heartbeat) {
+            if (heartbeat(&a, desired, &e) < 0 && !warned)
+                log_warn("agent: heartbeat: %s", e.message);
+            next_heartbeat = sl_time_mono_ms() + a.heartbeat_s * 1000;
+        }
+        usleep((useconds_t)cfg->poll_ms * 1000);
+    }
+    client_release(&a.client);
+    gpu_source_release(&a.gpus);
+    json_decref(a.failures);
+    json_decref(a.builds);
+    free(a.runc_root);
+    free(a.net_state);
+    return 0;
+}

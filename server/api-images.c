@@ -1,0 +1,101 @@
+/* Images as renters pick them, and the admin's request to build one: the
+ * control plane records the wish, every node of the region builds it (the
+ * recipe) and reports what it holds (DESIGN.md section 6). */
+#include "routes.h"
+
+#include "../lib/cleanup.h"
+#include "../lib/timefmt.h"
+
+#include <string.h>
+
+static const char *const recipes[] = { "base", NULL };
+
+static json_t *image_json(struct db_rows *rows, void *ctx)
+{
+    (void)ctx;
+    int64_t ready = db_int(rows, 9), building = db_int(rows, 10);
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:o}", "name",
+                     db_text(rows, 1), "kind", db_text(rows, 2), "description", db_text(rows, 3),
+                     "os", db_text(rows, 4), "python", db_text(rows, 5), "cuda", db_text(rows, 6),
+                     "framework", db_text(rows, 7), "size_bytes", (json_int_t)db_int(rows, 8),
+                     "nodes", (json_int_t)ready, "state",
+                     ready      ? "ready"
+                     : building ? "building"
+                                : "pending",
+                     "created_at", api_time(db_int(rows, 11)));
+}
+
+/* What the nodes report of each image: the first ready node's metadata. */
+#define IMAGE_SELECT                                                                               \
+    "SELECT i.rowid, i.name, i.kind, i.description,"                                               \
+    " COALESCE(r.os, ''), COALESCE(r.python, ''), COALESCE(r.cuda, ''),"                           \
+    " COALESCE(r.framework, ''), COALESCE(r.size_bytes, 0),"                                       \
+    " (SELECT COUNT(*) FROM node_images x WHERE x.name = i.name AND x.state = 'ready'),"           \
+    " (SELECT COUNT(*) FROM node_images x WHERE x.name = i.name AND x.state = 'building'),"        \
+    " i.created_at FROM images i LEFT JOIN node_images r ON r.rowid ="                             \
+    " (SELECT rowid FROM node_images y WHERE y.name = i.name AND y.state = 'ready' LIMIT 1)"
+
+int api_images_list(struct api_request *req, struct api_response *res, struct sl_error *err)
+{
+    int64_t limit, after;
+
+    if (api_page_params(req, &limit, &after, err) < 0)
+        return -1;
+    cleanup_rows struct db_rows *rows =
+        store_query(req->srv->store, IMAGE_SELECT " WHERE i.rowid > ?1 ORDER BY i.rowid LIMIT ?2",
+                    DB_ARGS(DB_INT(after), DB_INT(limit)), err);
+    return rows ? api_reply_rows(res, rows, image_json, NULL, limit, err) : -1;
+}
+
+int api_admin_images_create(struct api_request *req, struct api_response *res, struct sl_error *err)
+{
+    const char *name = NULL, *recipe = NULL, *region = NULL, *description = NULL;
+    const struct sl_json_field fields[] = {
+        { "name", SL_JSON_STRING, .required = true, .min_len = 1, .max_len = 64, .out = &name },
+        { "recipe", SL_JSON_STRING, .max_len = 32, .out = &recipe },
+        { "region", SL_JSON_STRING, .max_len = 32, .out = &region },
+        { "description", SL_JSON_STRING, .max_len = 200, .out = &description },
+    };
+    bool known = false;
+
+    if (api_body_fields(req, fields, ARRAY_SIZE(fields), err) < 0)
+        return -1;
+    for (const char *p = name; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '.' ||
+              *p == '_'))
+            return sl_fail(err, SL_E_INVALID, "invalid_field",
+                           "an image name holds lowercase letters, digits, '-', '.' and '_', "
+                           "such as debian-12");
+    if (!recipe)
+        recipe = "base";
+    for (const char *const *r = recipes; *r; r++)
+        known |= strcmp(*r, recipe) == 0;
+    if (!known)
+        return sl_fail(err, SL_E_INVALID, "invalid_field",
+                       "recipe '%s' is unknown: 'base' is Debian 12 with SSH, Python and the "
+                       "usual tools",
+                       recipe);
+    if (store_exec(req->srv->store,
+                   "INSERT INTO images (name, kind, recipe, region_id, description, created_by,"
+                   " created_at) VALUES (?1, 'base', ?2, ?3, ?4, ?5, ?6)",
+                   DB_ARGS(DB_TEXT(name), DB_TEXT(recipe), DB_TEXT(region ? region : ""),
+                           DB_TEXT(description ? description : ""), DB_TEXT(req->caller.user_id),
+                           DB_INT(sl_time_now())),
+                   err) < 0) {
+        if (err->kind == SL_E_CONFLICT)
+            return sl_fail(err, SL_E_CONFLICT, "image_exists", "image '%s' exists already", name);
+        return -1;
+    }
+    /* every node of the region learns of it at its next fetch */
+    if (store_exec(req->srv->store,
+                   "UPDATE nodes SET desired_revision = desired_revision + 1"
+                   " WHERE ?1 = '' OR region_id = ?1",
+                   DB_ARGS(DB_TEXT(region ? region : "")), err) < 0)
+        return -1;
+    cleanup_rows struct db_rows *rows = store_query(
+        req->srv->store, IMAGE_SELECT " WHERE i.name = ?1", DB_ARGS(DB_TEXT(name)), err);
+    if (!rows || db_next(rows, err) < 0)
+        return -1;
+    api_reply(res, 201, image_json(rows, NULL));
+    return 0;
+}

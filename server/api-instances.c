@@ -1,0 +1,185 @@
+/* Instances through the API: create, list, show, events and the verbs. */
+#include "instances.h"
+#include "routes.h"
+
+#include "../lib/cleanup.h"
+#include "../lib/timefmt.h"
+
+#include <string.h>
+
+int api_instances_create(struct api_request *req, struct api_response *res, struct sl_error *err)
+{
+    const char *name = NULL, *region = NULL, *model = NULL, *image = NULL, *plan = NULL;
+    int64_t gpus = 1, disk = 50;
+    const struct sl_json_field fields[] = {
+        { "name", SL_JSON_STRING, .max_len = 64, .out = &name },
+        { "region", SL_JSON_STRING, .max_len = 32, .out = &region },
+        { "gpu_model", SL_JSON_STRING, .required = true, .min_len = 1, .max_len = 64,
+          .out = &model },
+        { "gpus", SL_JSON_INT, .min = -1000, .max = 1000, .out = &gpus },
+        { "image", SL_JSON_STRING, .required = true, .min_len = 1, .max_len = 128, .out = &image },
+        { "data_disk_gib", SL_JSON_INT, .min = -1000000000, .max = 1000000000, .out = &disk },
+        { "plan", SL_JSON_STRING, .max_len = 16, .out = &plan },
+    };
+    char id[SL_ID_MAX];
+
+    if (api_body_fields(req, fields, ARRAY_SIZE(fields), err) < 0)
+        return -1;
+    if (plan && strcmp(plan, "payg") != 0)
+        return sl_fail(err, SL_E_INVALID, "invalid_field",
+                       "plan must be payg (prepaid plans come with billing)");
+    struct instance_request rq = {
+        .user_id = req->caller.user_id,
+        .name = name && *name ? name : NULL,
+        .region = region && *region ? region : NULL,
+        .gpu_model = model,
+        .gpus = gpus,
+        .image = image,
+        .data_disk_gib = disk,
+    };
+    if (sched_place(req->srv, &rq, id, err) < 0)
+        return -1;
+    json_t *j = instance_json(req->srv, id, req->caller.user_id, err);
+    if (!j)
+        return -1;
+    api_reply(res, 201, j);
+    return 0;
+}
+
+struct rows_ctx {
+    struct server *srv;
+    const char *user_id;
+    struct sl_error *err;
+    bool failed;
+};
+
+static json_t *instance_row_json(struct db_rows *rows, void *p)
+{
+    struct rows_ctx *ctx = p;
+    json_t *j = instance_json(ctx->srv, db_text(rows, 1), ctx->user_id, ctx->err);
+
+    if (!j) {
+        ctx->failed = true;
+        return json_null();
+    }
+    return j;
+}
+
+int api_instances_list(struct api_request *req, struct api_response *res, struct sl_error *err)
+{
+    const char *state = api_query(req, "state");
+    struct rows_ctx ctx = { req->srv, req->caller.user_id, err, false };
+    int64_t limit, after;
+
+    if (api_page_params(req, &limit, &after, err) < 0)
+        return -1;
+    /* released instances are history: listed only when asked for */
+    cleanup_rows struct db_rows *rows = store_query(
+        req->srv->store,
+        "SELECT seq, id FROM instances WHERE user_id = ?1 AND seq > ?2"
+        " AND (?3 = state OR (?3 IS NULL AND state != 'released') OR ?3 = 'all')"
+        " ORDER BY seq LIMIT ?4",
+        DB_ARGS(DB_TEXT(req->caller.user_id), DB_INT(after), DB_TEXT(state), DB_INT(limit)), err);
+    if (!rows || api_reply_rows(res, rows, instance_row_json, &ctx, limit, err) < 0)
+        return -1;
+    return ctx.failed ? -1 : 0;
+}
+
+int api_instances_get(struct api_request *req, struct api_response *res, struct sl_error *err)
+{
+    json_t *j = instance_json(req->srv, req->params[0], req->caller.user_id, err);
+
+    if (!j)
+        return -1;
+    api_reply(res, 200, j);
+    return 0;
+}
+
+static json_t *event_json(struct db_rows *rows, void *ctx)
+{
+    (void)ctx;
+    return json_pack("{s:I, s:s, s:s, s:s, s:s, s:o}", "seq", (json_int_t)db_int(rows, 0), "kind",
+                     db_text(rows, 1), "state", db_text(rows, 2), "reason", db_text(rows, 3),
+                     "message", db_text(rows, 4), "created_at", api_time(db_int(rows, 5)));
+}
+
+int api_instances_events(struct api_request *req, struct api_response *res, struct sl_error *err)
+{
+    int64_t limit, after;
+    json_t *owned = instance_json(req->srv, req->params[0], req->caller.user_id, err);
+
+    if (!owned)
+        return -1;
+    json_decref(owned);
+    if (api_page_params(req, &limit, &after, err) < 0)
+        return -1;
+    cleanup_rows struct db_rows *rows =
+        store_query(req->srv->store,
+                    "SELECT seq, kind, state, reason, message, created_at FROM events"
+                    " WHERE instance_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+                    DB_ARGS(DB_TEXT(req->params[0]), DB_INT(after), DB_INT(limit)), err);
+    return rows ? api_reply_rows(res, rows, event_json, NULL, limit, err) : -1;
+}
+
+/* Runs verb on one of the caller's instances and answers with it. */
+static int do_verb(struct api_request *req, struct api_response *res, struct sl_error *err,
+                   int (*verb)(struct server *, const char *, const char *, struct sl_error *),
+                   const char *arg)
+{
+    const char *id = req->params[0];
+    json_t *j = instance_json(req->srv, id, req->caller.user_id, err);
+
+    if (!j)
+        return -1;
+    json_decref(j);
+    if (verb(req->srv, id, arg, err) < 0)
+        return -1;
+    j = instance_json(req->srv, id, req->caller.user_id, err);
+    if (!j)
+        return -1;
+    api_reply(res, 200, j);
+    return 0;
+}
+
+static int restart_verb(struct server *srv, const char *id, const char *unused,
+                        struct sl_error *err)
+{
+    (void)unused;
+    return instance_restart(srv, id, err);
+}
+
+static int no_fields(struct api_request *req, struct sl_error *err)
+{
+    return api_body_fields(req, NULL, 0, err);
+}
+
+int api_instances_start(struct api_request *req, struct api_response *res, struct sl_error *err)
+{
+    const char *mode = NULL;
+    const struct sl_json_field fields[] = {
+        { "mode", SL_JSON_STRING, .max_len = 8, .out = &mode },
+    };
+
+    if (api_body_fields(req, fields, ARRAY_SIZE(fields), err) < 0)
+        return -1;
+    if (!mode)
+        mode = "gpu";
+    if (strcmp(mode, "gpu") != 0 && strcmp(mode, "nogpu") != 0)
+        return sl_fail(err, SL_E_INVALID, "invalid_field", "mode must be gpu or nogpu");
+    return do_verb(req, res, err, instance_start, mode);
+}
+
+int api_instances_stop(struct api_request *req, struct api_response *res, struct sl_error *err)
+{
+    return no_fields(req, err) < 0 ? -1 : do_verb(req, res, err, instance_stop, "user");
+}
+
+int api_instances_restart(struct api_request *req, struct api_response *res, struct sl_error *err)
+{
+    return no_fields(req, err) < 0 ? -1 : do_verb(req, res, err, restart_verb, NULL);
+}
+
+int api_instances_release(struct api_request *req, struct api_response *res, struct sl_error *err)
+{
+    return no_fields(req, err) < 0 ? -1 : do_verb(req, res, err, instance_release, "user");
+}

@@ -1,0 +1,184 @@
+/* Hosts: join tokens and the node list for admins; enrollment and
+ * heartbeats for the agents (DESIGN.md section 1). */
+#include "instances.h"
+#include "nodes.h"
+#include "routes.h"
+
+#include "../lib/cleanup.h"
+#include "../lib/crypto.h"
+#include "../lib/timefmt.h"
+
+#include <string.h>
+
+int api_admin_join_tokens_create(struct api_request *req, struct api_response *res,
+                                 struct sl_error *err)
+{
+    const char *region = NULL;
+    int64_t hours = 0;
+    const struct sl_json_field fields[] = {
+        { "region", SL_JSON_STRING, .required = true, .min_len = 1, .max_len = 32, .out = &region },
+        { "expires_in_hours", SL_JSON_INT, .min = 1, .max = 24 * 365, .out = &hours },
+    };
+    char id[SL_ID_MAX], secret[SL_TOKEN_MAX];
+    int64_t ttl;
+
+    if (api_body_fields(req, fields, ARRAY_SIZE(fields), err) < 0)
+        return -1;
+    ttl = hours ? hours * 3600 : req->srv->cfg.join_token_ttl;
+    if (nodes_join_token_create(req->srv, region, ttl, req->caller.user_id, id, secret, err) < 0)
+        return -1;
+    api_reply(res, 201,
+              json_pack("{s:s, s:s, s:s, s:o}", "id", id, "token", secret, "region", region,
+                        "expires_at", api_time(sl_time_now() + ttl)));
+    return 0;
+}
+
+static json_t *join_token_json(struct db_rows *rows, void *ctx)
+{
+    (void)ctx;
+    return json_pack("{s:s, s:s, s:o, s:o}", "id", db_text(rows, 1), "region", db_text(rows, 2),
+                     "created_at", api_time(db_int(rows, 3)), "expires_at",
+                     api_time(db_int(rows, 4)));
+}
+
+int api_admin_join_tokens_list(struct api_request *req, struct api_response *res,
+                               struct sl_error *err)
+{
+    int64_t limit, after;
+
+    if (api_page_params(req, &limit, &after, err) < 0)
+        return -1;
+    cleanup_rows struct db_rows *rows =
+        store_query(req->srv->store,
+                    "SELECT rowid, id, region_id, created_at, expires_at FROM join_tokens"
+                    " WHERE rowid > ?1 AND expires_at > ?2 ORDER BY rowid LIMIT ?3",
+                    DB_ARGS(DB_INT(after), DB_INT(sl_time_now()), DB_INT(limit)), err);
+    return rows ? api_reply_rows(res, rows, join_token_json, NULL, limit, err) : -1;
+}
+
+int api_admin_join_tokens_delete(struct api_request *req, struct api_response *res,
+                                 struct sl_error *err)
+{
+    int n = store_exec(req->srv->store, "DELETE FROM join_tokens WHERE id = ?1",
+                       DB_ARGS(DB_TEXT(req->params[0])), err);
+    if (n < 0)
+        return -1;
+    if (n == 0)
+        return sl_fail(err, SL_E_NOT_FOUND, "no_such_join_token", "no join token '%s'",
+                       req->params[0]);
+    api_reply(res, 204, NULL);
+    return 0;
+}
+
+struct node_rows_ctx {
+    struct server *srv;
+    struct sl_error *err;
+    bool failed;
+};
+
+static json_t *node_row_json(struct db_rows *rows, void *p)
+{
+    struct node_rows_ctx *ctx = p;
+    json_t *j = nodes_json(ctx->srv, db_text(rows, 1), ctx->err);
+
+    if (!j) {
+        ctx->failed = true;
+        return json_null();
+    }
+    return j;
+}
+
+int api_admin_nodes_list(struct api_request *req, struct api_response *res, struct sl_error *err)
+{
+    struct node_rows_ctx ctx = { req->srv, err, false };
+    int64_t limit, after;
+
+    if (api_page_params(req, &limit, &after, err) < 0)
+        return -1;
+    cleanup_rows struct db_rows *rows = store_query(
+        req->srv->store, "SELECT rowid, id FROM nodes WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
+        DB_ARGS(DB_INT(after), DB_INT(limit)), err);
+    if (!rows || api_reply_rows(res, rows, node_row_json, &ctx, limit, err) < 0)
+        return -1;
+    return ctx.failed ? -1 : 0;
+}
+
+int api_admin_nodes_get(struct api_request *req, struct api_response *res, struct sl_error *err)
+{
+    json_t *j = nodes_json(req->srv, req->params[0], err);
+
+    if (!j)
+        return -1;
+    api_reply(res, 200, j);
+    return 0;
+}
+
+int api_nodes_enroll(struct api_request *req, struct api_response *res, struct sl_error *err)
+{
+    const char *join = NULL, *hostname = NULL, *address = NULL;
+    json_t *inventory = NULL;
+    const struct sl_json_field fields[] = {
+        { "join_token", SL_JSON_STRING, .required = true, .min_len = 1, .max_len = 128,
+          .out = &join },
+        { "hostname", SL_JSON_STRING, .required = true, .min_len = 1, .max_len = 253,
+          .out = &hostname },
+        { "address", SL_JSON_STRING, .required = true, .min_len = 1, .max_len = 253,
+          .out = &address },
+        { "inventory", SL_JSON_OBJECT, .required = true, .out = &inventory },
+    };
+    char node_id[SL_ID_MAX], token[SL_TOKEN_MAX];
+
+    if (api_body_fields(req, fields, ARRAY_SIZE(fields), err) < 0 ||
+        nodes_enroll(req->srv, join, hostname, address, inventory, node_id, token, err) < 0)
+        return -1;
+    json_t *node = nodes_json(req->srv, node_id, err);
+    if (!node)
+        return -1;
+    api_reply(res, 201,
+              json_pack("{s:s, s:s, s:I, s:o}", "node_id", node_id, "node_token", token,
+                        "heartbeat_interval_seconds",
+                        (json_int_t)req->srv->cfg.node_heartbeat_interval, "node", node));
+    return 0;
+}
+
+int api_nodes_heartbeat(struct api_request *req, struct api_response *res, struct sl_error *err)
+{
+    json_t *inventory = NULL, *instances = NULL;
+    int64_t revision = 0;
+    const struct sl_json_field fields[] = {
+        { "inventory", SL_JSON_OBJECT, .required = true, .out = &inventory },
+        { "revision", SL_JSON_INT, .min = 0, .max = INT64_MAX, .out = &revision },
+        { "instances", SL_JSON_ARRAY, .max_len = 4096, .out = &instances },
+        { "images", SL_JSON_ARRAY, .max_len = 1024 },
+    };
+    int64_t desired;
+
+    json_t *images = NULL;
+    (void)revision;
+    if (api_body_fields(req, fields, ARRAY_SIZE(fields), err) < 0 ||
+        nodes_heartbeat(req->srv, req->params[0], inventory, err) < 0)
+        return -1;
+    if (instances && instances_apply_report(req->srv, req->params[0], instances, err) < 0)
+        return -1;
+    images = json_object_get(req->json, "images");
+    if (images && nodes_apply_images(req->srv, req->params[0], images, err) < 0)
+        return -1;
+    if (store_get_int(req->srv->store, "SELECT desired_revision FROM nodes WHERE id = ?1",
+                      DB_ARGS(DB_TEXT(req->params[0])), &desired, err) < 0)
+        return -1;
+    api_reply(res, 200,
+              json_pack("{s:I, s:I}", "desired_revision", (json_int_t)desired,
+                        "heartbeat_interval_seconds",
+                        (json_int_t)req->srv->cfg.node_heartbeat_interval));
+    return 0;
+}
+
+int api_nodes_desired(struct api_request *req, struct api_response *res, struct sl_error *err)
+{
+    json_t *j = instances_desired(req->srv, req->params[0], err);
+
+    if (!j)
+        return -1;
+    api_reply(res, 200, j);
+    return 0;
+}
