@@ -82,6 +82,7 @@ test:
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory asan-unit
 	@$(MAKE) --no-print-directory fuzz-smoke
+	@$(MAKE) --no-print-directory node-smoke
 	@$(MAKE) --no-print-directory integration
 
 FORMAT_FILES = $(wildcard lib/*.[ch] server/*.[ch] cli/*.[ch] node/*.[ch] tests/unit/*.[ch] \

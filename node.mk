@@ -19,4 +19,4 @@ $(BUILD)/suanli-node: $(BUILD)/node/main.o $(BUILD)/libsuanli-node.a $(BUILD)/cl
 
 .PHONY: node-smoke
 node-smoke: $(BUILD)/tests/node-smoke
-	$(BUILD)/tests/node-smoke
+	@$(BUILD)/tests/node-smoke; rc=$$?; scripts/cleanup-host-net.sh suanli0; exit $$rc

@@ -55,6 +55,22 @@ static const char *price(json_t *j, const char *key, const char *currency, const
     return buf;
 }
 
+/* "6/8", with the simulated GPUs marked: "6/8 (simulated)" when all are,
+ * "6/8 (2 simulated)" when some are. */
+static char *supply(json_t *m, char *buf, size_t size)
+{
+    int64_t total = jint(m, "gpus_total"), simulated = jint(m, "simulated_gpus");
+
+    if (simulated > 0 && simulated >= total)
+        snprintf(buf, size, "%" PRId64 "/%" PRId64 " (simulated)", jint(m, "gpus_free"), total);
+    else if (simulated > 0)
+        snprintf(buf, size, "%" PRId64 "/%" PRId64 " (%" PRId64 " simulated)", jint(m, "gpus_free"),
+                 total, simulated);
+    else
+        snprintf(buf, size, "%" PRId64 "/%" PRId64, jint(m, "gpus_free"), total);
+    return buf;
+}
+
 static int run_market(struct cli *cli, int argc, char **argv)
 {
     struct sl_error err = SL_ERROR_INIT;
@@ -71,8 +87,8 @@ static int run_market(struct cli *cli, int argc, char **argv)
         return CLI_EXIT_OK;
     }
     const char *currency = jstr(market, "currency");
-    static const char *const headers[] = { "REGION",  "GPU",   "VRAM",      "CPU/GPU",
-                                           "MEM/GPU", "PRICE", "FREE/TOTAL" };
+    static const char *const headers[] = { "REGION",  "GPU",   "VRAM",       "CPU/GPU",
+                                           "MEM/GPU", "PRICE", "FREE/TOTAL", "HOSTS" };
     struct table t;
     size_t i, j;
     json_t *r, *m;
@@ -81,10 +97,10 @@ static int run_market(struct cli *cli, int argc, char **argv)
     {
         json_array_foreach(json_object_get(r, "gpu_models"), j, m)
         {
-            char vram[32], cpu[32], mem[32], per_hour[64], gpus[48];
+            char vram[32], cpu[32], mem[32], per_hour[64], gpus[80], hosts[32];
             snprintf(cpu, sizeof(cpu), "%" PRId64, jint(m, "cpu_cores_per_gpu"));
-            snprintf(gpus, sizeof(gpus), "%" PRId64 "/%" PRId64, jint(m, "gpus_free"),
-                     jint(m, "gpus_total"));
+            supply(m, gpus, sizeof(gpus));
+            snprintf(hosts, sizeof(hosts), "%" PRId64, jint(m, "hosts"));
             const char *row[] = {
                 jstr(r, "region"),
                 jstr(m, "name"),
@@ -93,6 +109,7 @@ static int run_market(struct cli *cli, int argc, char **argv)
                 gib(jint(m, "memory_mib_per_gpu"), mem),
                 price(m, "price_per_hour_micros", currency, "/h", per_hour, sizeof(per_hour)),
                 gpus,
+                hosts,
             };
             table_add(&t, row);
         }

@@ -354,6 +354,19 @@ static void converge_images(struct agent *a, json_t *wanted)
     }
 }
 
+static bool reported_ready(json_t *list, const char *name)
+{
+    size_t i;
+    json_t *e;
+
+    json_array_foreach(list, i, e)
+    {
+        if (strcmp(json_string_value(json_object_get(e, "name")), name) == 0)
+            return true;
+    }
+    return false;
+}
+
 static json_t *images_report(struct agent *a)
 {
     cleanup_free char *dir = xasprintf("%s/images", a->cfg->data_dir);
@@ -383,6 +396,8 @@ static json_t *images_report(struct agent *a)
     {
         const char *s = json_string_value(v);
         bool failed = strncmp(s, "failed: ", 8) == 0;
+        if (reported_ready(out, name))
+            continue; /* usable now, whatever a rebuild in progress does */
         json_array_append_new(out, json_pack("{s:s, s:s, s:s}", "name", name, "state",
                                              failed ? "failed" : "building", "message",
                                              failed ? s + 8 : ""));

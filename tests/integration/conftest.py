@@ -208,3 +208,265 @@ def make_server():
 @pytest.fixture
 def cli(server, tmp_path):
     return Cli(server, str(tmp_path))
+
+
+# ---------------------------------------------------------------------------
+# GPU hosts: the real suanli-node agent with simulated GPUs (this machine has
+# none), real runc containers, real disks, real CNI networking.
+
+SUANLI_NODE = os.path.join(BUILD, "suanli-node")
+TEST_BRIDGE = "suanlit0"
+TEST_SUBNET = "10.89.0.0/16"
+IMAGE = "debian-12"
+
+
+class Node:
+    """One suanli-node process enrolled with a server."""
+
+    def __init__(self, server, data_dir, join_token, gpus="8:RTX 4090", extra=None):
+        self.server = server
+        self.data_dir = data_dir
+        self.join_token = join_token
+        self.gpus = gpus
+        self.extra = list(extra or [])
+        self.proc = None
+        self.log_path = os.path.join(data_dir, "agent.log")
+        self.node_id = None
+
+    def start(self, timeout=15):
+        os.makedirs(self.data_dir, exist_ok=True)
+        args = [SUANLI_NODE, "--data-dir", self.data_dir, "--server", self.server.url,
+                "--join", self.join_token, "--simulate-gpus", self.gpus,
+                "--address", "127.0.0.1", "--set", f"network.bridge={TEST_BRIDGE}",
+                "--set", f"network.subnet={TEST_SUBNET}", "--set", "stop_grace_ms=3000",
+                *self.extra]
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        deadline = time.time() + timeout
+        ident = os.path.join(self.data_dir, "node.json")
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("suanli-node exited: " + self.log_text()[-3000:])
+            if os.path.exists(ident):
+                with open(ident) as f:
+                    self.node_id = json.load(f)["node_id"]
+                return self
+            time.sleep(0.05)
+        raise RuntimeError("suanli-node did not enroll in time: " + self.log_text()[-3000:])
+
+    def log_text(self):
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+        if getattr(self, "log", None):
+            self.log.close()
+
+
+def wait_for(fn, timeout=60, interval=0.05, what="condition"):
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+def host_leftovers(data_dir, instance_id, port):
+    """What of a released instance is still on the host (empty when none)."""
+    left = []
+    with open("/proc/self/mountinfo") as f:
+        if instance_id in f.read():
+            left.append("mount")
+    loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
+    if instance_id in loops:
+        left.append("loop device")
+    if os.path.exists(f"/run/netns/suanli-{instance_id}"):
+        left.append("netns")
+    runc = subprocess.run(["runc", "--root", os.path.join(data_dir, "runc"), "list", "-q"],
+                          capture_output=True, text=True).stdout
+    if instance_id in runc.split():
+        left.append("runc container")
+    rules = subprocess.run(["iptables-save"], capture_output=True, text=True).stdout
+    if instance_id in rules or f"--dport {port} " in rules or f"dpt:{port} " in rules:
+        left.append("iptables rule")
+    if os.path.exists(os.path.join(data_dir, "instances", instance_id)):
+        left.append("instance directory")
+    return left
+
+
+def cleanup_host(data_dir):
+    """Safety net after a test session: whatever a failed test left running."""
+    runc_root = os.path.join(data_dir, "runc")
+    if os.path.isdir(runc_root):
+        out = subprocess.run(["runc", "--root", runc_root, "list", "-q"],
+                             capture_output=True, text=True).stdout.split()
+        for cid in out:
+            subprocess.run(["runc", "--root", runc_root, "delete", "--force", cid],
+                           capture_output=True)
+    with open("/proc/self/mountinfo") as f:
+        mounts = [line.split()[4] for line in f if data_dir in line.split()[4]]
+    for m in sorted(mounts, key=len, reverse=True):
+        subprocess.run(["umount", "-l", m], capture_output=True)
+    for line in subprocess.run(["losetup", "-a"], capture_output=True,
+                               text=True).stdout.splitlines():
+        if data_dir in line:
+            subprocess.run(["losetup", "-d", line.split(":")[0]], capture_output=True)
+    for ns in os.listdir("/run/netns") if os.path.isdir("/run/netns") else []:
+        if ns.startswith("suanli-i-") and os.path.exists(
+                os.path.join(data_dir, "instances", ns[len("suanli-"):])):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    cleanup_test_rules()
+    subprocess.run([os.path.join(ROOT, "scripts", "cleanup-host-net.sh"), TEST_BRIDGE],
+                   capture_output=True)
+
+
+def cleanup_test_rules():
+    """Drops the iptables rules CNI made for containers on the tests' subnet
+    that a failed test never released (a released one has none left)."""
+    import shlex
+    prefix = TEST_SUBNET.split("0.0/")[0]  # "10.89."
+    for table in ("nat", "filter"):
+        lines = subprocess.run(["iptables-save", "-t", table], capture_output=True,
+                               text=True).stdout.splitlines()
+        chains = {}
+        for line in lines:
+            if line.startswith("-A "):
+                chains.setdefault(line.split()[1], []).append(line)
+        # per-container chains: named by hash, holding a rule about the subnet
+        doomed = {c for c, rules in chains.items()
+                  if c.startswith("CNI-") and c not in ("CNI-FORWARD", "CNI-ADMIN")
+                  and not c.startswith("CNI-HOSTPORT") and any(prefix in r for r in rules)}
+        for line in lines:
+            if not line.startswith("-A "):
+                continue
+            target = line.split(" -j ")[-1].split()[0] if " -j " in line else ""
+            chain = line.split()[1]
+            if chain in doomed:
+                continue
+            if target in doomed or (chain == "CNI-FORWARD" and prefix in line):
+                subprocess.run(["iptables", "-t", table, "-D", *shlex.split(line)[1:]],
+                               capture_output=True)
+        for c in doomed:
+            subprocess.run(["iptables", "-t", table, "-F", c], capture_output=True)
+            subprocess.run(["iptables", "-t", table, "-X", c], capture_output=True)
+
+
+class Cluster:
+    """A suanlid, one suanli-node with 8 simulated RTX 4090s, and the default
+    image built on it, shared by the instance tests of a session."""
+
+    def __init__(self, server, node):
+        self.server = server
+        self.node = node
+
+    def renter(self, credit_micros=100_000_000):
+        """A verified renter with money and a fresh SSH key."""
+        user = self.server.register()
+        s = self.server
+        r = s.request("POST", "/v1/me/verification",
+                      {"real_name": "Test Renter", "id_number": random_id_number()},
+                      token=user["token"])
+        assert r.status == 201, r
+        r = s.request("POST", f"/v1/admin/users/{user['id']}/verification", {"approve": True},
+                      token=s.admin_token)
+        assert r.status == 200, r
+        if credit_micros:
+            s.credit(user["id"], credit_micros)
+        keydir = tempfile.mkdtemp(prefix="suanli-key-")
+        key = os.path.join(keydir, "id_ed25519")
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key], check=True)
+        with open(key + ".pub") as f:
+            r = s.request("POST", "/v1/ssh-keys", {"public_key": f.read()}, token=user["token"])
+        assert r.status == 201, r
+        user["key"] = key
+        return user
+
+    def create(self, user, gpus=1, image=IMAGE, data_disk_gib=50, wait=True, **extra):
+        body = {"gpu_model": "RTX 4090", "gpus": gpus, "image": image,
+                "data_disk_gib": data_disk_gib, **extra}
+        r = self.server.request("POST", "/v1/instances", body, token=user["token"])
+        if not wait or r.status != 201:
+            return r
+        return self.wait_state(user, r.json["id"], "running")
+
+    def get(self, user, iid):
+        r = self.server.request("GET", f"/v1/instances/{iid}", token=user["token"])
+        assert r.status == 200, r
+        return r.json
+
+    def wait_state(self, user, iid, state, timeout=60):
+        def reached():
+            inst = self.get(user, iid)
+            if inst["state"] == "failed" and state != "failed":
+                raise AssertionError(f"instance failed: {inst['state_message']}\n"
+                                     + self.node.log_text()[-2000:])
+            return inst if inst["state"] == state else None
+        return wait_for(reached, timeout, what=f"{iid} {state}")
+
+    def verb(self, user, iid, verb, body=None):
+        return self.server.request("POST", f"/v1/instances/{iid}/{verb}", body or {},
+                                   token=user["token"])
+
+    def ssh(self, user, inst, command, check=True, timeout=30):
+        p = subprocess.run(
+            ["ssh", "-i", user["key"], "-p", str(inst["ssh"]["port"]),
+             "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+             "-o", "LogLevel=ERROR", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10",
+             f"root@{inst['ssh']['host']}", command],
+            capture_output=True, text=True, timeout=timeout)
+        if check:
+            assert p.returncode == 0, f"ssh {command!r}: {p.returncode}\n{p.stdout}\n{p.stderr}"
+        return p
+
+
+def random_id_number():
+    """A valid 18-character PRC resident ID number (GB 11643 check digit)."""
+    import random
+    body = "110105" + f"{random.randint(1950, 2005)}" + f"{random.randint(1, 12):02d}" + \
+        f"{random.randint(1, 28):02d}" + f"{random.randint(0, 999):03d}"
+    weights = [7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2]
+    return body + "10X98765432"[sum(int(c) * w for c, w in zip(body, weights)) % 11]
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    d = tempfile.mkdtemp(prefix="suanli-cluster-", dir="/var/tmp")
+    server = Server(os.path.join(d, "suanlid"))
+    os.makedirs(server.data_dir)
+    server.start()
+    r = server.request("POST", "/v1/admin/join-tokens", {"region": "sample-1"},
+                       token=server.admin_token)
+    assert r.status == 201, r
+    node = Node(server, os.path.join(d, "node"), r.json["token"])
+    try:
+        node.start()
+        r = server.request("POST", "/v1/admin/images", {"name": IMAGE, "recipe": "base"},
+                           token=server.admin_token)
+        assert r.status == 201, r
+
+        def image_ready():
+            items = server.request("GET", "/v1/images", token=server.admin_token).json["items"]
+            img = [i for i in items if i["name"] == IMAGE][0]
+            return img if img["state"] == "ready" else None
+        wait_for(image_ready, timeout=600, interval=1, what="the default image to build")
+        yield Cluster(server, node)
+    finally:
+        node.stop()
+        server.stop()
+        cleanup_host(node.data_dir)
+        shutil.rmtree(d, ignore_errors=True)

@@ -513,3 +513,230 @@ def test_payment_webhook_matches_its_schema(spec, make_server):
     r = srv.request("POST", path, {"transaction_id": "x"})
     check(spec, r, "POST", path, 401)
     assert r.code == "missing_signature"
+
+
+def test_hosts_images_instances_match_the_schemas(spec, server):
+    """The node agent's protocol done by hand over HTTP (enroll, heartbeat,
+    desired) with a made-up inventory of simulated GPUs, then an instance
+    through its lifecycle, the host's reports moving it along. No container
+    is started: suanlid only records what should be."""
+    admin = server.admin_token
+    renter = server.register(name="T101 Hosts")
+    tok = renter["token"]
+    tag = uuid.uuid4().hex[:6]
+
+    # renters see empty lists at first
+    assert check(spec, server.request("GET", "/v1/instances", token=tok), "GET",
+                 "/v1/instances", 200)["items"] == []
+    check(spec, server.request("GET", "/v1/images", token=tok), "GET", "/v1/images", 200)
+
+    # a region, a model of our own, an image for the region's hosts
+    region = "t101h-" + tag
+    r = server.request("POST", "/v1/admin/regions", {"id": region, "name": "T101 hosts"},
+                       token=admin)
+    check(spec, r, "POST", "/v1/admin/regions", 201)
+    model = "T101 Sim " + tag
+    r = server.request("POST", "/v1/admin/gpu-models",
+                       {"name": model, "vram_mib": 24576, "cpu_cores_per_gpu": 4,
+                        "memory_mib_per_gpu": 8192, "price_per_hour_micros": 1000000},
+                       token=admin)
+    check(spec, r, "POST", "/v1/admin/gpu-models", 201)
+    image = "t101-img-" + tag
+    r = server.request("POST", "/v1/admin/images",
+                       {"name": image, "region": region, "description": "t101"}, token=admin,
+                       headers={"Idempotency-Key": str(uuid.uuid4())})
+    assert check(spec, r, "POST", "/v1/admin/images", 201)["state"] == "pending"
+    r = server.request("POST", "/v1/admin/images", {"name": image}, token=admin)
+    check(spec, r, "POST", "/v1/admin/images", 409)
+    assert r.code == "image_exists"
+    r = server.request("POST", "/v1/admin/images", {"name": "Bad Name"}, token=admin)
+    check(spec, r, "POST", "/v1/admin/images", 400)
+    assert r.code == "invalid_field"
+    other_image = "t101-unbuilt-" + tag
+    check(spec, server.request("POST", "/v1/admin/images", {"name": other_image,
+                                                             "region": region}, token=admin),
+          "POST", "/v1/admin/images", 201)
+
+    # join tokens
+    r = server.request("POST", "/v1/admin/join-tokens", {"region": region}, token=admin)
+    join = check(spec, r, "POST", "/v1/admin/join-tokens", 201)
+    r = server.request("POST", "/v1/admin/join-tokens", {"region": "nowhere-" + tag},
+                       token=admin)
+    check(spec, r, "POST", "/v1/admin/join-tokens", 404)
+    assert r.code == "no_such_region"
+    spare = check(spec, server.request("POST", "/v1/admin/join-tokens",
+                                       {"region": region, "expires_in_hours": 1}, token=admin),
+                  "POST", "/v1/admin/join-tokens", 201)
+    tokens = check(spec, server.request("GET", "/v1/admin/join-tokens", token=admin), "GET",
+                   "/v1/admin/join-tokens", 200)
+    assert {join["id"], spare["id"]} <= {t["id"] for t in tokens["items"]}
+    path = f"/v1/admin/join-tokens/{spare['id']}"
+    assert server.request("DELETE", path, token=admin).status == 204
+    r = server.request("DELETE", path, token=admin)
+    check(spec, r, "DELETE", path, 404, "/v1/admin/join-tokens/{id}")
+    assert r.code == "no_such_join_token"
+
+    # enroll two hosts: one with two simulated GPUs of our model, one without
+    def inventory(gpus):
+        return {"cpu_cores": 32, "memory_mib": 131072, "disk_total_gib": 1000,
+                "disk_free_gib": 900, "driver_version": "550.54", "cuda_version": "12.4",
+                "agent_version": "t101",
+                "gpus": [{"index": i, "uuid": f"GPU-t101-{tag}-{i}", "name": f"Sim {model}",
+                          "vram_mib": 24576, "simulated": True} for i in range(gpus)]}
+
+    def enroll(gpus):
+        r = server.request("POST", "/v1/nodes/enroll",
+                           {"join_token": join["token"], "hostname": f"t101-{tag}-{gpus}",
+                            "address": "203.0.113.7", "inventory": inventory(gpus)})
+        return check(spec, r, "POST", "/v1/nodes/enroll", 201)
+
+    host = enroll(2)
+    node, node_tok = host["node_id"], host["node_token"]
+    assert host["node"]["state"] == "online" and host["node"]["gpus_total"] == 2
+    assert host["node"]["gpus"][0]["model"] == model and host["node"]["simulated"] is True
+    other = enroll(0)
+    r = server.request("POST", "/v1/nodes/enroll",
+                       {"join_token": "sl_wrong", "hostname": "x", "address": "x",
+                        "inventory": inventory(0)})
+    check(spec, r, "POST", "/v1/nodes/enroll", 401)
+    assert r.code == "invalid_join_token"
+
+    hb_path, desired_path = f"/v1/nodes/{node}/heartbeat", f"/v1/nodes/{node}/desired"
+
+    def heartbeat(instances=(), images=None):
+        body = {"inventory": inventory(2), "revision": 0, "instances": list(instances)}
+        if images is not None:
+            body["images"] = images
+        r = server.request("POST", hb_path, body, token=node_tok)
+        return check(spec, r, "POST", hb_path, 200, "/v1/nodes/{id}/heartbeat")
+
+    def desired():
+        r = server.request("GET", desired_path, token=node_tok)
+        return check(spec, r, "GET", desired_path, 200, "/v1/nodes/{id}/desired")
+
+    assert {i["name"] for i in desired()["images"]} == {image, other_image}
+    heartbeat(images=[{"name": image, "state": "ready", "os": "Debian 12", "python": "3.11",
+                       "size_bytes": 123456789}])
+    # a node speaks for itself only
+    r = server.request("GET", desired_path, token=other["node_token"])
+    check(spec, r, "GET", desired_path, 404, "/v1/nodes/{id}/desired")
+    r = server.request("POST", hb_path, {"inventory": inventory(2)})
+    check(spec, r, "POST", hb_path, 401, "/v1/nodes/{id}/heartbeat")
+    assert r.code == "unauthenticated"
+    r = server.request("GET", desired_path, token=tok)
+    check(spec, r, "GET", desired_path, 401, "/v1/nodes/{id}/desired")
+    r = server.request("POST", hb_path, {"inventory": inventory(2), "images": [
+        {"name": image, "state": "sideways"}]}, token=node_tok)
+    check(spec, r, "POST", hb_path, 400, "/v1/nodes/{id}/heartbeat")
+
+    nodes = check(spec, server.request("GET", "/v1/admin/nodes", token=admin), "GET",
+                  "/v1/admin/nodes", 200)
+    assert {node, other["node_id"]} <= {n["id"] for n in nodes["items"]}
+    check(spec, server.request("GET", f"/v1/admin/nodes/{node}", token=admin), "GET",
+          "/v1/admin/nodes/{id}", 200)
+    r = server.request("GET", "/v1/admin/nodes/n-aaaaaaaaaaaa", token=admin)
+    check(spec, r, "GET", "/v1/admin/nodes/{id}", 404)
+    assert r.code == "no_such_node"
+    market = check(spec, server.request("GET", f"/v1/market?region={region}", token=tok),
+                   "GET", "/v1/market", 200)
+    supply = next(m for m in market["items"][0]["gpu_models"] if m["name"] == model)
+    assert (supply["gpus_total"], supply["gpus_free"], supply["hosts"],
+            supply["simulated_gpus"]) == (2, 2, 1, 2)
+    images = check(spec, server.request("GET", "/v1/images?limit=500", token=tok), "GET",
+                   "/v1/images", 200)
+    shown = {i["name"]: i for i in images["items"]}
+    assert shown[image]["state"] == "ready" and shown[image]["nodes"] == 1
+    assert shown[other_image]["state"] == "pending"
+
+    # instances: refusals first
+    create = {"region": region, "gpu_model": model, "gpus": 2, "image": image}
+    r = server.request("POST", "/v1/instances", create, token=tok)
+    check(spec, r, "POST", "/v1/instances", 403)
+    assert r.code == "verification_required"
+    for body, status, code in (
+            ({**create, "gpus": 0}, 400, "invalid_field"),
+            ({**create, "data_disk_gib": 0}, 400, "invalid_field"),
+            ({**create, "gpu_model": "no such model"}, 404, "no_such_gpu_model"),
+            ({**create, "image": "no-such-image"}, 404, "no_such_image"),
+            ({**create, "region": "nowhere-" + tag}, 404, "no_such_region"),
+            ({**create, "gpus": 3}, 409, "no_capacity"),
+            ({**create, "image": other_image}, 409, "image_unavailable")):
+        r = server.request("POST", "/v1/instances", body, token=admin)
+        check(spec, r, "POST", "/v1/instances", status)
+        assert r.code == code, (body, r)
+    me = check(spec, server.request("GET", "/v1/me", token=admin), "GET", "/v1/me", 200)
+    balance = check(spec, server.request("GET", "/v1/balance", token=admin), "GET",
+                    "/v1/balance", 200)["balance_micros"]
+    if balance < 2000000:
+        r = server.request("POST", "/v1/instances", create, token=admin)
+        check(spec, r, "POST", "/v1/instances", 409)
+        assert r.code == "insufficient_balance"
+        server.credit(me["id"], 10000000)
+
+    # create, run, restart, stop
+    r = server.request("POST", "/v1/instances", {**create, "name": "t101"}, token=admin,
+                       headers={"Idempotency-Key": str(uuid.uuid4())})
+    a = check(spec, r, "POST", "/v1/instances", 201)
+    assert (a["state"], a["desired"], a["mode"], a["gpu_indices"]) == (
+        "creating", "running", "gpu", [0, 1])
+    assert a["simulated_gpus"] is True and a["ssh"]["host"] == "203.0.113.7"
+    ipath = f"/v1/instances/{a['id']}"
+    want = next(i for i in desired()["instances"] if i["id"] == a["id"])
+    assert want["desired"] == "running" and want["gpus"] == [0, 1]
+    heartbeat([{"id": a["id"], "state": "running", "generation": want["generation"]}])
+    assert check(spec, server.request("GET", ipath, token=admin), "GET", ipath, 200,
+                 "/v1/instances/{id}")["state"] == "running"
+    r = server.request("POST", ipath + "/restart", {}, token=admin)
+    assert check(spec, r, "POST", ipath + "/restart", 200,
+                 "/v1/instances/{id}/restart")["state"] == "starting"
+    r = server.request("POST", ipath + "/stop", token=admin)
+    assert check(spec, r, "POST", ipath + "/stop", 200,
+                 "/v1/instances/{id}/stop")["state"] == "stopping"
+    heartbeat([{"id": a["id"], "state": "stopped", "generation": want["generation"] + 1}])
+    r = server.request("POST", ipath + "/restart", token=admin)
+    check(spec, r, "POST", ipath + "/restart", 409, "/v1/instances/{id}/restart")
+    assert r.code == "invalid_state"
+
+    # another instance takes the GPUs: starting the first needs a way out
+    r = server.request("POST", "/v1/instances", create, token=admin)
+    b = check(spec, r, "POST", "/v1/instances", 201)
+    r = server.request("POST", ipath + "/start", token=admin)
+    check(spec, r, "POST", ipath + "/start", 409, "/v1/instances/{id}/start")
+    assert r.code == "gpus_unavailable" and "no-GPU" in r.json["error"]["message"]
+    r = server.request("POST", ipath + "/start", {"mode": "warp"}, token=admin)
+    check(spec, r, "POST", ipath + "/start", 400, "/v1/instances/{id}/start")
+    r = server.request("POST", ipath + "/start", {"mode": "nogpu"}, token=admin)
+    started = check(spec, r, "POST", ipath + "/start", 200, "/v1/instances/{id}/start")
+    assert (started["state"], started["mode"], started["gpu_indices"]) == (
+        "starting", "nogpu", [])
+
+    # release the second; it leaves the default list
+    bpath = f"/v1/instances/{b['id']}"
+    r = server.request("POST", bpath + "/release", token=admin)
+    assert check(spec, r, "POST", bpath + "/release", 200,
+                 "/v1/instances/{id}/release")["state"] == "releasing"
+    heartbeat([{"id": b["id"], "state": "absent"}])
+    r = server.request("POST", bpath + "/stop", token=admin)
+    check(spec, r, "POST", bpath + "/stop", 409, "/v1/instances/{id}/stop")
+    assert r.code == "invalid_state"
+    listed = check(spec, server.request("GET", "/v1/instances", token=admin), "GET",
+                   "/v1/instances", 200)
+    assert a["id"] in {i["id"] for i in listed["items"]}
+    assert b["id"] not in {i["id"] for i in listed["items"]}
+    released = check(spec, server.request("GET", "/v1/instances?state=released", token=admin),
+                     "GET", "/v1/instances", 200)
+    assert b["id"] in {i["id"] for i in released["items"]}
+    check(spec, server.request("GET", "/v1/instances?state=all&limit=1", token=admin), "GET",
+          "/v1/instances", 200)
+    events = check(spec, server.request("GET", bpath + "/events", token=admin), "GET",
+                   bpath + "/events", 200, "/v1/instances/{id}/events")
+    assert [e["kind"] for e in events["items"]] == ["create", "release", "released"]
+
+    # another user's instance is absent to the renter
+    r = server.request("GET", ipath, token=tok)
+    check(spec, r, "GET", ipath, 404, "/v1/instances/{id}")
+    assert r.code == "no_such_instance"
+    r = server.request("POST", ipath + "/stop", token=tok)
+    check(spec, r, "POST", ipath + "/stop", 404, "/v1/instances/{id}/stop")
+    r = server.request("GET", ipath + "/events", token=tok)
+    check(spec, r, "GET", ipath + "/events", 404, "/v1/instances/{id}/events")

@@ -1,0 +1,760 @@
+/* create, ls, show, events, stop, start, restart, release, ssh: a renter's
+ * instances (DESIGN.md section 3). The lifecycle commands wait for the state
+ * they ask for, polling the instance, unless --no-wait. */
+#include "cli.h"
+#include "config.h"
+
+#include "../lib/cleanup.h"
+#include "../lib/crypto.h"
+#include "../lib/json.h"
+#include "../lib/xalloc.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define POLL_INTERVAL_NS (100 * 1000 * 1000L)
+#define DEFAULT_TIMEOUT  120
+#define MAX_TIMEOUT      86400
+
+/* "/v1/instances/ID" or "/v1/instances/ID/SUFFIX", ID escaped. */
+static char *instance_path(const char *id, const char *suffix)
+{
+    cleanup_free char *e = client_escape(id);
+
+    return suffix ? xasprintf("/v1/instances/%s/%s", e, suffix) : xasprintf("/v1/instances/%s", e);
+}
+
+static json_t *instance_get(struct cli *cli, const char *id, struct sl_error *err)
+{
+    cleanup_free char *path = instance_path(id, NULL);
+    json_t *inst = NULL;
+
+    if (client_request(&cli->client, "GET", path, NULL, NULL, &inst, err) < 0)
+        return NULL;
+    return inst;
+}
+
+/* "24 GiB" from MiB, with one decimal when it is not whole. */
+static char *gib(int64_t mib, char *buf)
+{
+    if (mib % 1024 == 0)
+        snprintf(buf, 32, "%" PRId64 " GiB", mib / 1024);
+    else
+        snprintf(buf, 32, "%" PRId64 ".%" PRId64 " GiB", mib / 1024, mib % 1024 * 10 / 1024);
+    return buf;
+}
+
+/* "1×RTX 4090", with " (sim)" when the GPUs are simulated; "none" for 0. */
+static char *gpu_text(json_t *inst, char *buf, size_t size)
+{
+    int64_t n = jint(inst, "gpus");
+
+    if (n <= 0)
+        snprintf(buf, size, "none");
+    else
+        snprintf(buf, size, "%" PRId64 "×%s%s", n,
+                 jstr(inst, "gpu_model") ? jstr(inst, "gpu_model") : "?",
+                 json_is_true(json_object_get(inst, "simulated_gpus")) ? " (sim)" : "");
+    return buf;
+}
+
+static bool state_is(json_t *inst, const char *state)
+{
+    const char *s = jstr(inst, "state");
+
+    return s && strcmp(s, state) == 0;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void progress(bool shown, const char *id, const char *state, int64_t elapsed_ms)
+{
+    if (!shown)
+        return;
+    fprintf(stderr, "\r\033[K%s: %s, %" PRId64 "s (Ctrl-C stops waiting, not the instance)", id,
+            state ? state : "?", elapsed_ms / 1000);
+    fflush(stderr);
+}
+
+static void clear_progress(bool shown)
+{
+    if (shown)
+        fputs("\r\033[K", stderr);
+}
+
+/* Polls the instance in *inst (replaced as it goes) every 100 ms until its
+ * state is target. Returns CLI_EXIT_OK, or the status of the failure after
+ * saying what it was: the instance failed or is now wanted in another state
+ * (1), the time ran out (5), the server's answer for the GET. A 404 while
+ * waiting for "released" means it is gone, which is what was asked. */
+static int wait_for(struct cli *cli, json_t **inst, const char *target, int64_t timeout_s)
+{
+    cleanup_free char *id = xstrdup(jstr(*inst, "id") ? jstr(*inst, "id") : "?");
+    bool tty = isatty(STDERR_FILENO);
+    int64_t start = now_ms();
+    struct sl_error err = SL_ERROR_INIT;
+
+    for (;;) {
+        const char *desired = jstr(*inst, "desired");
+        const char *message = jstr(*inst, "state_message");
+        bool have_message = message && *message;
+        if (state_is(*inst, target))
+            break;
+        if (state_is(*inst, "failed")) {
+            clear_progress(tty);
+            fprintf(stderr, "suanli: instance %s failed%s%s: see suanli events %s\n", id,
+                    have_message ? ": " : "", have_message ? message : "", id);
+            return CLI_EXIT_REFUSED;
+        }
+        /* someone else (auto-release, low balance, an admin) now wants it in
+         * another state: the target states are also the desired states */
+        if (desired && strcmp(desired, target) != 0) {
+            clear_progress(tty);
+            fprintf(stderr,
+                    "suanli: instance %s is now to be %s, not %s%s%s: see suanli events %s\n", id,
+                    desired, target, have_message ? ": " : "", have_message ? message : "", id);
+            return CLI_EXIT_REFUSED;
+        }
+        int64_t elapsed = now_ms() - start;
+        if (elapsed >= timeout_s * 1000) {
+            clear_progress(tty);
+            fprintf(stderr,
+                    "suanli: instance %s is still %s after %" PRId64
+                    " s, not yet %s; it goes on in the background: follow it with suanli show %s\n",
+                    id, jstr(*inst, "state") ? jstr(*inst, "state") : "?", timeout_s, target, id);
+            return CLI_EXIT_UNAVAILABLE;
+        }
+        progress(tty, id, jstr(*inst, "state"), elapsed);
+        struct timespec pause = { 0, POLL_INTERVAL_NS };
+        while (nanosleep(&pause, &pause) < 0 && errno == EINTR)
+            ;
+        json_t *next = instance_get(cli, id, &err);
+        if (next) {
+            json_decref(*inst);
+            *inst = next;
+            continue;
+        }
+        if (err.kind == SL_E_NOT_FOUND && strcmp(target, "released") == 0) {
+            json_object_set_new(*inst, "state", json_string("released"));
+            break;
+        }
+        /* a blip of the network or a restarting server is waited out */
+        if (err.kind != SL_E_UNAVAILABLE) {
+            clear_progress(tty);
+            return cli_fail(&err);
+        }
+        sl_error_clear(&err);
+    }
+    clear_progress(tty);
+    return CLI_EXIT_OK;
+}
+
+/* The instance's SSH access: the command and the root password. */
+static void print_access(json_t *inst)
+{
+    json_t *ssh = json_object_get(inst, "ssh");
+    char gpus[96];
+    const struct output_pair pairs[] = {
+        { "id", jstr(inst, "id") },       { "name", jstr(inst, "name") },
+        { "state", jstr(inst, "state") }, { "gpus", gpu_text(inst, gpus, sizeof(gpus)) },
+        { "ssh", jstr(ssh, "command") },  { "password", jstr(ssh, "password") },
+    };
+
+    output_pairs(stdout, pairs, ARRAY_SIZE(pairs));
+}
+
+static int run_create(struct cli *cli, int argc, char **argv)
+{
+    enum {
+        OPT_GPU_MODEL = 1,
+        OPT_GPUS,
+        OPT_IMAGE,
+        OPT_DATA_DISK,
+        OPT_NAME,
+        OPT_REGION,
+        OPT_NO_WAIT,
+        OPT_TIMEOUT
+    };
+    static const struct option opts[] = {
+        { "gpu-model", required_argument, NULL, OPT_GPU_MODEL },
+        { "gpus", required_argument, NULL, OPT_GPUS },
+        { "image", required_argument, NULL, OPT_IMAGE },
+        { "data-disk", required_argument, NULL, OPT_DATA_DISK },
+        { "name", required_argument, NULL, OPT_NAME },
+        { "region", required_argument, NULL, OPT_REGION },
+        { "no-wait", no_argument, NULL, OPT_NO_WAIT },
+        { "timeout", required_argument, NULL, OPT_TIMEOUT },
+        { 0 },
+    };
+    struct sl_error err = SL_ERROR_INIT;
+    const char *model = NULL, *image = "debian-12", *name = NULL, *region = NULL;
+    int64_t gpus = 1, disk = 50, timeout = DEFAULT_TIMEOUT;
+    bool wait = true;
+    char key[33];
+    int c, status;
+
+    while ((c = cli_getopt(argc, argv, opts)) != -1) {
+        int rc = 0;
+        switch (c) {
+        case OPT_GPU_MODEL:
+            model = optarg;
+            break;
+        case OPT_GPUS:
+            rc = cli_parse_int(cli, "--gpus", optarg, 1, 8, &gpus);
+            break;
+        case OPT_IMAGE:
+            image = optarg;
+            break;
+        case OPT_DATA_DISK:
+            rc = cli_parse_int(cli, "--data-disk", optarg, 1, 1 << 20, &disk);
+            break;
+        case OPT_NAME:
+            name = optarg;
+            break;
+        case OPT_REGION:
+            region = optarg;
+            break;
+        case OPT_NO_WAIT:
+            wait = false;
+            break;
+        case OPT_TIMEOUT:
+            rc = cli_parse_int(cli, "--timeout", optarg, 1, MAX_TIMEOUT, &timeout);
+            break;
+        default:
+            return cli_usage_error(cli, "bad option");
+        }
+        if (rc < 0)
+            return CLI_EXIT_USAGE;
+    }
+    if ((status = cli_positionals(cli, argc, argv, 0)))
+        return status;
+    if (!model || !*model)
+        return cli_usage_error(cli, "give --gpu-model (see suanli market)");
+    if ((status = cli_need_token(cli)))
+        return status;
+    cleanup_json json_t *body =
+        json_pack("{s:s, s:I, s:s, s:I}", "gpu_model", model, "gpus", (json_int_t)gpus, "image",
+                  image, "data_disk_gib", (json_int_t)disk);
+    if (name)
+        json_object_set_new(body, "name", json_string(name));
+    if (region)
+        json_object_set_new(body, "region", json_string(region));
+    /* a retry of this very request never makes a second instance */
+    sl_random_hex(key, 16);
+    cleanup_json json_t *inst = NULL;
+    if (client_request(&cli->client, "POST", "/v1/instances", body, key, &inst, &err) < 0)
+        return cli_fail(&err);
+    status = wait ? wait_for(cli, &inst, "running", timeout) : CLI_EXIT_OK;
+    if (cli->output == OUTPUT_JSON)
+        output_json(stdout, inst);
+    else if (status == CLI_EXIT_OK)
+        print_access(inst);
+    return status;
+}
+
+static int run_ls(struct cli *cli, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "all", no_argument, NULL, 'a' },
+        { "state", required_argument, NULL, 's' },
+        { 0 },
+    };
+    struct sl_error err = SL_ERROR_INIT;
+    const char *state = NULL;
+    bool all = false;
+    int c, status;
+
+    while ((c = cli_getopt(argc, argv, opts)) != -1) {
+        if (c == 'a')
+            all = true;
+        else if (c == 's')
+            state = optarg;
+        else
+            return cli_usage_error(cli, "bad option");
+    }
+    if ((status = cli_positionals(cli, argc, argv, 0)) || (status = cli_need_token(cli)))
+        return status;
+    /* the server leaves released instances out unless asked for them */
+    if (all && !state)
+        state = "all";
+    cleanup_free char *escaped = state ? client_escape(state) : NULL;
+    cleanup_free char *path =
+        state ? xasprintf("/v1/instances?state=%s", escaped) : xstrdup("/v1/instances");
+    cleanup_json json_t *list = client_list(&cli->client, path, 500, &err);
+    if (!list)
+        return cli_fail(&err);
+    json_t *items = json_object_get(list, "items");
+    /* released instances are history: shown with --all or --state released */
+    for (size_t i = json_array_size(items); !all && !state && i-- > 0;)
+        if (state_is(json_array_get(items, i), "released"))
+            json_array_remove(items, i);
+    if (cli->output == OUTPUT_JSON) {
+        output_json(stdout, list);
+        return CLI_EXIT_OK;
+    }
+    static const char *const headers[] = { "ID", "NAME", "STATE", "GPU", "MODE", "REGION", "SSH" };
+    struct table t;
+    size_t i;
+    json_t *inst;
+    table_init(&t, ARRAY_SIZE(headers), headers);
+    json_array_foreach(items, i, inst)
+    {
+        char gpus[96];
+        bool up = state_is(inst, "running") || state_is(inst, "starting");
+        const char *row[] = {
+            jstr(inst, "id"),
+            jstr(inst, "name"),
+            jstr(inst, "state"),
+            gpu_text(inst, gpus, sizeof(gpus)),
+            up ? jstr(inst, "mode") : NULL,
+            jstr(inst, "region"),
+            state_is(inst, "released") ? NULL : jstr(json_object_get(inst, "ssh"), "command"),
+        };
+        table_add(&t, row);
+    }
+    table_print(&t, stdout);
+    table_release(&t);
+    return CLI_EXIT_OK;
+}
+
+/* Parses no options and one ID, then GETs the instance. */
+static int get_one(struct cli *cli, int argc, char **argv, json_t **inst)
+{
+    static const struct option none[] = { { 0 } };
+    struct sl_error err = SL_ERROR_INIT;
+    int status;
+
+    if (cli_getopt(argc, argv, none) != -1)
+        return cli_usage_error(cli, "bad option");
+    if ((status = cli_positionals(cli, argc, argv, 1)) || (status = cli_need_token(cli)))
+        return status;
+    if (!(*inst = instance_get(cli, argv[optind], &err)))
+        return cli_fail(&err);
+    return CLI_EXIT_OK;
+}
+
+static int run_show(struct cli *cli, int argc, char **argv)
+{
+    cleanup_json json_t *inst = NULL;
+    int status;
+
+    if ((status = get_one(cli, argc, argv, &inst)))
+        return status;
+    if (cli->output == OUTPUT_JSON) {
+        output_json(stdout, inst);
+        return CLI_EXIT_OK;
+    }
+    json_t *ssh = json_object_get(inst, "ssh");
+    const char *message = jstr(inst, "state_message");
+    char state[160], gpus[96], indices[128], cpu[32], mem[32], sys[32], data[32], created[32],
+        updated[32];
+    size_t i, off = 0;
+    json_t *g;
+    snprintf(state, sizeof(state), "%s%s%s%s%s", jstr(inst, "state") ? jstr(inst, "state") : "?",
+             state_is(inst, "running") && jstr(inst, "mode") ? ", mode " : "",
+             state_is(inst, "running") && jstr(inst, "mode") ? jstr(inst, "mode") : "",
+             message && *message ? ": " : "", message && *message ? message : "");
+    gpu_text(inst, gpus, sizeof(gpus));
+    indices[0] = '\0';
+    json_array_foreach(json_object_get(inst, "gpu_indices"), i, g)
+    {
+        int n = snprintf(indices + off, sizeof(indices) - off, "%s%" JSON_INTEGER_FORMAT,
+                         i ? "," : " (indices ", json_integer_value(g));
+        if (n < 0 || (size_t)n >= sizeof(indices) - off)
+            break;
+        off += (size_t)n;
+    }
+    if (off > 0 && off + 1 < sizeof(indices))
+        strcat(indices, ")");
+    cleanup_free char *gpu_line = xasprintf("%s%s", gpus, indices);
+    /* no-GPU mode has half a core: the API sends a number, not an integer */
+    snprintf(cpu, sizeof(cpu), "%g cores", json_number_value(json_object_get(inst, "cpu_cores")));
+    snprintf(sys, sizeof(sys), "%" PRId64 " GiB", jint(inst, "system_disk_gib"));
+    snprintf(data, sizeof(data), "%" PRId64 " GiB", jint(inst, "data_disk_gib"));
+    const struct output_pair pairs[] = {
+        { "id", jstr(inst, "id") },
+        { "name", jstr(inst, "name") },
+        { "state", state },
+        { "desired", jstr(inst, "desired") },
+        { "region", jstr(inst, "region") },
+        { "node", jstr(inst, "node_id") },
+        { "gpus", gpu_line },
+        { "cpu", cpu },
+        { "memory", gib(jint(inst, "memory_mib"), mem) },
+        { "system disk", sys },
+        { "data disk", data },
+        { "image", jstr(inst, "image") },
+        { "plan", jstr(inst, "plan") },
+        { "ssh", jstr(ssh, "command") },
+        { "password", jstr(ssh, "password") },
+        { "created", output_time(jstr(inst, "created_at"), created) },
+        { "updated", output_time(jstr(inst, "updated_at"), updated) },
+    };
+    output_pairs(stdout, pairs, ARRAY_SIZE(pairs));
+    return CLI_EXIT_OK;
+}
+
+static int run_events(struct cli *cli, int argc, char **argv)
+{
+    static const struct option none[] = { { 0 } };
+    struct sl_error err = SL_ERROR_INIT;
+    int status;
+
+    if (cli_getopt(argc, argv, none) != -1)
+        return cli_usage_error(cli, "bad option");
+    if ((status = cli_positionals(cli, argc, argv, 1)) || (status = cli_need_token(cli)))
+        return status;
+    cleanup_free char *path = instance_path(argv[optind], "events");
+    cleanup_json json_t *list = client_list(&cli->client, path, 500, &err);
+    if (!list)
+        return cli_fail(&err);
+    if (cli->output == OUTPUT_JSON) {
+        output_json(stdout, list);
+        return CLI_EXIT_OK;
+    }
+    static const char *const headers[] = { "SEQ", "TIME", "KIND", "STATE", "REASON", "MESSAGE" };
+    struct table t;
+    size_t i;
+    json_t *ev;
+    table_init(&t, ARRAY_SIZE(headers), headers);
+    json_array_foreach(json_object_get(list, "items"), i, ev)
+    {
+        char seq[32], at[32];
+        const char *message = jstr(ev, "message");
+        snprintf(seq, sizeof(seq), "%" PRId64, jint(ev, "seq"));
+        const char *row[] = {
+            seq,
+            output_time(jstr(ev, "created_at"), at),
+            jstr(ev, "kind"),
+            jstr(ev, "state"),
+            jstr(ev, "reason"),
+            message && *message ? message : NULL,
+        };
+        table_add(&t, row);
+    }
+    table_print(&t, stdout);
+    table_release(&t);
+    return CLI_EXIT_OK;
+}
+
+/* One lifecycle verb: the route it POSTs to and the state it waits for. */
+struct lifecycle {
+    const char *verb;   /* the route's last segment */
+    const char *target; /* the state waited for */
+    const char *done;   /* "stopped", for "stopped i-..." */
+    bool takes_no_gpu, takes_yes;
+};
+
+static const struct lifecycle op_stop = { "stop", "stopped", "stopped", false, false };
+static const struct lifecycle op_start = { "start", "running", "started", true, false };
+static const struct lifecycle op_restart = { "restart", "running", "restarted", false, false };
+static const struct lifecycle op_release = { "release", "released", "released", false, true };
+
+/* Asks on the terminal before release deletes the disks; refuses (exit 2)
+ * without one, pointing at --yes. */
+static int confirm_release(struct cli *cli, const char *id)
+{
+    char answer[16];
+
+    if (!isatty(STDIN_FILENO))
+        return cli_usage_error(cli, "release deletes the instance's disks for good: no terminal to "
+                                    "ask on, so confirm with --yes");
+    fprintf(stderr,
+            "release %s? Its system and data disks are deleted and cannot be recovered. "
+            "[y/N] ",
+            id);
+    fflush(stderr);
+    if (!fgets(answer, sizeof(answer), stdin) || (answer[0] != 'y' && answer[0] != 'Y')) {
+        fputs("suanli: not released\n", stderr);
+        return CLI_EXIT_USAGE;
+    }
+    return CLI_EXIT_OK;
+}
+
+static int lifecycle(struct cli *cli, int argc, char **argv, const struct lifecycle *op)
+{
+    enum {
+        OPT_NO_WAIT = 1,
+        OPT_TIMEOUT,
+        OPT_NO_GPU,
+        OPT_YES
+    };
+    static const struct option opts[] = {
+        { "no-wait", no_argument, NULL, OPT_NO_WAIT },
+        { "timeout", required_argument, NULL, OPT_TIMEOUT },
+        { "no-gpu", no_argument, NULL, OPT_NO_GPU },
+        { "yes", no_argument, NULL, OPT_YES },
+        { 0 },
+    };
+    struct sl_error err = SL_ERROR_INIT;
+    int64_t timeout = DEFAULT_TIMEOUT;
+    bool wait = true, no_gpu = false, yes = false;
+    int c, status;
+
+    while ((c = cli_getopt(argc, argv, opts)) != -1) {
+        if (c == OPT_NO_WAIT)
+            wait = false;
+        else if (c == OPT_TIMEOUT) {
+            if (cli_parse_int(cli, "--timeout", optarg, 1, MAX_TIMEOUT, &timeout) < 0)
+                return CLI_EXIT_USAGE;
+        } else if (c == OPT_NO_GPU && op->takes_no_gpu)
+            no_gpu = true;
+        else if (c == OPT_YES && op->takes_yes)
+            yes = true;
+        else if (c == OPT_NO_GPU || c == OPT_YES)
+            return cli_usage_error(cli, "'%s' takes no option '%s'", cli->cmd->name,
+                                   argv[optind - 1]);
+        else
+            return cli_usage_error(cli, "bad option");
+    }
+    if ((status = cli_positionals(cli, argc, argv, 1)))
+        return status;
+    const char *id = argv[optind];
+    if (op->takes_yes && !yes && (status = confirm_release(cli, id)))
+        return status;
+    if ((status = cli_need_token(cli)))
+        return status;
+    cleanup_free char *path = instance_path(id, op->verb);
+    cleanup_json json_t *body =
+        op->takes_no_gpu ? json_pack("{s:s}", "mode", no_gpu ? "nogpu" : "gpu") : NULL;
+    cleanup_json json_t *inst = NULL;
+    /* the 409 gpus_unavailable message names the ways out; print it as it is */
+    if (client_request(&cli->client, "POST", path, body, NULL, &inst, &err) < 0)
+        return cli_fail(&err);
+    if (!inst)
+        inst = json_pack("{s:s}", "id", id);
+    status = wait ? wait_for(cli, &inst, op->target, timeout) : CLI_EXIT_OK;
+    if (cli->output == OUTPUT_JSON)
+        output_json(stdout, inst);
+    else if (status == CLI_EXIT_OK && !wait)
+        printf("%s %s: %s\n", op->verb, id, jstr(inst, "state") ? jstr(inst, "state") : "asked");
+    else if (status == CLI_EXIT_OK && strcmp(op->target, "running") == 0)
+        printf("%s %s%s: %s\n", op->done, id,
+               json_is_string(json_object_get(inst, "mode")) &&
+                       strcmp(jstr(inst, "mode"), "nogpu") == 0
+                   ? " in no-GPU mode"
+                   : "",
+               jstr(json_object_get(inst, "ssh"), "command")
+                   ? jstr(json_object_get(inst, "ssh"), "command")
+                   : "-");
+    else if (status == CLI_EXIT_OK)
+        printf("%s %s\n", op->done, id);
+    return status;
+}
+
+static int run_stop(struct cli *cli, int argc, char **argv)
+{
+    return lifecycle(cli, argc, argv, &op_stop);
+}
+
+static int run_start(struct cli *cli, int argc, char **argv)
+{
+    return lifecycle(cli, argc, argv, &op_start);
+}
+
+static int run_restart(struct cli *cli, int argc, char **argv)
+{
+    return lifecycle(cli, argc, argv, &op_restart);
+}
+
+static int run_release(struct cli *cli, int argc, char **argv)
+{
+    return lifecycle(cli, argc, argv, &op_release);
+}
+
+/* True when the caller has at least one SSH key registered. */
+static bool has_ssh_key(struct cli *cli)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    cleanup_json json_t *page = NULL;
+
+    if (client_request(&cli->client, "GET", "/v1/ssh-keys?limit=1", NULL, NULL, &page, &err) < 0)
+        return true; /* unknown: say nothing rather than something wrong */
+    return json_array_size(json_object_get(page, "items")) > 0;
+}
+
+/* ~/.config/suanli/known_hosts: host keys are remembered per instance
+ * (HostKeyAlias), so a port reused by a later instance is no "host key
+ * changed" alarm, while a real change of an instance's key still is. */
+static char *known_hosts_path(void)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    cleanup_free char *config = cli_config_path(&err);
+    char *slash = config ? strrchr(config, '/') : NULL;
+
+    if (!slash)
+        return NULL;
+    *slash = '\0';
+    for (char *p = config + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        mkdir(config, 0700);
+        *p = '/';
+    }
+    if (mkdir(config, 0700) < 0 && errno != EEXIST)
+        return NULL;
+    return xasprintf("%s/known_hosts", config);
+}
+
+static int run_ssh(struct cli *cli, int argc, char **argv)
+{
+    static const struct option opts[] = { { "identity", required_argument, NULL, 'i' }, { 0 } };
+    struct sl_error err = SL_ERROR_INIT;
+    const char *identity = NULL;
+    int status, c;
+
+    while ((c = cli_getopt(argc, argv, opts)) != -1) {
+        if (c != 'i')
+            return cli_usage_error(cli, "bad option");
+        identity = optarg;
+    }
+    if (argc - optind < 1)
+        return cli_usage_error(cli, "missing argument");
+    if ((status = cli_need_token(cli)))
+        return status;
+    const char *id = argv[optind];
+    cleanup_json json_t *inst = instance_get(cli, id, &err);
+    if (!inst)
+        return cli_fail(&err);
+    json_t *ssh = json_object_get(inst, "ssh");
+    const char *host = jstr(ssh, "host"), *user = jstr(ssh, "user");
+    int64_t port = jint(ssh, "port");
+    if (state_is(inst, "released") || state_is(inst, "failed")) {
+        fprintf(stderr, "suanli: instance %s is %s: there is nothing to log in to\n", id,
+                jstr(inst, "state"));
+        return CLI_EXIT_REFUSED;
+    }
+    if (!state_is(inst, "running")) {
+        fprintf(stderr, "suanli: instance %s is %s, not running: start it with suanli start %s\n",
+                id, jstr(inst, "state") ? jstr(inst, "state") : "in no known state", id);
+        return CLI_EXIT_REFUSED;
+    }
+    if (!host || port <= 0) {
+        fprintf(stderr, "suanli: instance %s has no SSH address yet\n", id);
+        return CLI_EXIT_REFUSED;
+    }
+    if (!has_ssh_key(cli) && jstr(ssh, "password"))
+        fprintf(stderr,
+                "suanli: you have no SSH key registered; the root password is %s\n"
+                "        (add a key with suanli key add ~/.ssh/id_ed25519.pub)\n",
+                jstr(ssh, "password"));
+    char port_text[24];
+    snprintf(port_text, sizeof(port_text), "%" PRId64, port);
+    cleanup_free char *target = xasprintf("%s@%s", user ? user : "root", host);
+    int extra = argc - optind - 1;
+    cleanup_free const char **args = xcalloc((size_t)extra + 17, sizeof(char *));
+    cleanup_free char *known = known_hosts_path();
+    cleanup_free char *known_opt = known ? xasprintf("UserKnownHostsFile=%s", known) : NULL;
+    cleanup_free char *alias_opt = xasprintf("HostKeyAlias=%s", id);
+    int n = 0;
+    args[n++] = "ssh";
+    args[n++] = "-p";
+    args[n++] = port_text;
+    args[n++] = "-o";
+    args[n++] = "StrictHostKeyChecking=accept-new";
+    args[n++] = "-o";
+    args[n++] = alias_opt;
+    args[n++] = "-o";
+    args[n++] = "HashKnownHosts=no";
+    if (known_opt) {
+        args[n++] = "-o";
+        args[n++] = known_opt;
+    }
+    if (identity) {
+        args[n++] = "-i";
+        args[n++] = identity;
+    }
+    args[n++] = target;
+    for (int i = 0; i < extra; i++)
+        args[n++] = argv[optind + 1 + i];
+    args[n] = NULL;
+    fflush(stdout);
+    execvp("ssh", (char *const *)args);
+    fprintf(stderr, "suanli: unable to run 'ssh': %s\n", strerror(errno));
+    return CLI_EXIT_REFUSED;
+}
+
+const struct cli_command cmd_create = {
+    .name = "create",
+    .aliases = { "instance create" },
+    .usage = "--gpu-model MODEL [--gpus N] [--image IMAGE] [--data-disk GIB] [--name NAME] "
+             "[--region REGION] [--no-wait] [--timeout SECONDS]",
+    .summary = "rent an instance and wait until it runs (1 GPU, debian-12, 50 GiB data disk)",
+    .run = run_create,
+};
+
+const struct cli_command cmd_ls = {
+    .name = "ls",
+    .aliases = { "instance ls", "instance list", "instances" },
+    .usage = "[--all] [--state STATE]",
+    .summary = "list your instances (--all includes released ones)",
+    .run = run_ls,
+};
+
+const struct cli_command cmd_show = {
+    .name = "show",
+    .aliases = { "instance show" },
+    .usage = "ID",
+    .summary = "an instance's state, GPUs, disks and SSH access",
+    .run = run_show,
+};
+
+const struct cli_command cmd_events = {
+    .name = "events",
+    .aliases = { "instance events" },
+    .usage = "ID",
+    .summary = "an instance's state changes, with their reasons",
+    .run = run_events,
+};
+
+const struct cli_command cmd_stop = {
+    .name = "stop",
+    .aliases = { "instance stop" },
+    .usage = "ID [--no-wait] [--timeout SECONDS]",
+    .summary = "stop an instance: its GPUs go back to the pool, its disks stay",
+    .run = run_stop,
+};
+
+const struct cli_command cmd_start = {
+    .name = "start",
+    .aliases = { "instance start" },
+    .usage = "ID [--no-gpu] [--no-wait] [--timeout SECONDS]",
+    .summary = "start a stopped instance (--no-gpu: cheap no-GPU mode)",
+    .run = run_start,
+};
+
+const struct cli_command cmd_restart = {
+    .name = "restart",
+    .aliases = { "instance restart" },
+    .usage = "ID [--no-wait] [--timeout SECONDS]",
+    .summary = "restart an instance",
+    .run = run_restart,
+};
+
+const struct cli_command cmd_release = {
+    .name = "release",
+    .aliases = { "instance release" },
+    .usage = "ID [--yes] [--no-wait] [--timeout SECONDS]",
+    .summary = "release an instance: its disks are deleted for good",
+    .run = run_release,
+};
+
+const struct cli_command cmd_ssh = {
+    .name = "ssh",
+    .aliases = { "instance ssh" },
+    .usage = "ID [--identity KEYFILE] [-- COMMAND...]",
+    .summary = "open a shell on an instance, or run a command there, with ssh",
+    .run = run_ssh,
+};

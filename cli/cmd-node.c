@@ -1,0 +1,289 @@
+/* admin node ls|show, admin join-token create|ls|rm: the GPU hosts and the
+ * one-time tokens with which a host joins a region (DESIGN.md sections 1, 9). */
+#include "cli.h"
+
+#include "../lib/cleanup.h"
+#include "../lib/json.h"
+#include "../lib/xalloc.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#define NODE_DATA_DIR "/var/lib/suanli-node"
+
+/* "24 GiB" from MiB, with one decimal when it is not whole. */
+static char *gib(int64_t mib, char *buf)
+{
+    if (mib % 1024 == 0)
+        snprintf(buf, 32, "%" PRId64 " GiB", mib / 1024);
+    else
+        snprintf(buf, 32, "%" PRId64 ".%" PRId64 " GiB", mib / 1024, mib % 1024 * 10 / 1024);
+    return buf;
+}
+
+/* "6/8 RTX 4090 (simulated)": free/total, the models, simulated marked.
+ * A host with several models lists each once. */
+static char *gpus_text(json_t *node, char *buf, size_t size)
+{
+    char models[128] = "";
+    size_t i, off = 0;
+    json_t *g;
+
+    json_array_foreach(json_object_get(node, "gpus"), i, g)
+    {
+        const char *m = jstr(g, "model") ? jstr(g, "model") : jstr(g, "name");
+        if (!m || strstr(models, m))
+            continue;
+        int n = snprintf(models + off, sizeof(models) - off, "%s%s", off ? "+" : "", m);
+        if (n < 0 || (size_t)n >= sizeof(models) - off)
+            break;
+        off += (size_t)n;
+    }
+    if (jint(node, "gpus_total") == 0)
+        snprintf(buf, size, "none");
+    else
+        snprintf(buf, size, "%" PRId64 "/%" PRId64 "%s%s%s", jint(node, "gpus_free"),
+                 jint(node, "gpus_total"), off ? " " : "", models,
+                 json_is_true(json_object_get(node, "simulated")) ? " (simulated)" : "");
+    return buf;
+}
+
+static int run_node_ls(struct cli *cli, int argc, char **argv)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    int status;
+
+    if ((status = cli_no_args(cli, argc, argv)) || (status = cli_need_token(cli)))
+        return status;
+    cleanup_json json_t *list = client_list(&cli->client, "/v1/admin/nodes", 500, &err);
+    if (!list)
+        return cli_fail(&err);
+    if (cli->output == OUTPUT_JSON) {
+        output_json(stdout, list);
+        return CLI_EXIT_OK;
+    }
+    static const char *const headers[] = { "ID",  "HOSTNAME", "REGION", "STATE",  "GPUS",
+                                           "CPU", "MEM",      "DISK",   "DRIVER", "CUDA" };
+    struct table t;
+    size_t i;
+    json_t *node;
+    table_init(&t, ARRAY_SIZE(headers), headers);
+    json_array_foreach(json_object_get(list, "items"), i, node)
+    {
+        char gpus[192], cpu[32], mem[32], disk[64];
+        snprintf(cpu, sizeof(cpu), "%" PRId64, jint(node, "cpu_cores"));
+        snprintf(disk, sizeof(disk), "%" PRId64 "/%" PRId64 " GiB free",
+                 jint(node, "disk_free_gib"), jint(node, "disk_total_gib"));
+        const char *row[] = {
+            jstr(node, "id"),
+            jstr(node, "hostname"),
+            jstr(node, "region"),
+            jstr(node, "state"),
+            gpus_text(node, gpus, sizeof(gpus)),
+            cpu,
+            gib(jint(node, "memory_mib"), mem),
+            disk,
+            jstr(node, "driver_version"),
+            jstr(node, "cuda_version"),
+        };
+        table_add(&t, row);
+    }
+    table_print(&t, stdout);
+    table_release(&t);
+    return CLI_EXIT_OK;
+}
+
+static int run_node_show(struct cli *cli, int argc, char **argv)
+{
+    static const struct option none[] = { { 0 } };
+    struct sl_error err = SL_ERROR_INIT;
+    int status;
+
+    if (cli_getopt(argc, argv, none) != -1)
+        return cli_usage_error(cli, "bad option");
+    if ((status = cli_positionals(cli, argc, argv, 1)) || (status = cli_need_token(cli)))
+        return status;
+    cleanup_free char *id = client_escape(argv[optind]);
+    cleanup_free char *path = xasprintf("/v1/admin/nodes/%s", id);
+    cleanup_json json_t *node = NULL;
+    if (client_request(&cli->client, "GET", path, NULL, NULL, &node, &err) < 0)
+        return cli_fail(&err);
+    if (cli->output == OUTPUT_JSON) {
+        output_json(stdout, node);
+        return CLI_EXIT_OK;
+    }
+    char gpus[192], cpu[32], mem[32], disk[64], heartbeat[32], created[32];
+    snprintf(cpu, sizeof(cpu), "%" PRId64 " cores", jint(node, "cpu_cores"));
+    snprintf(disk, sizeof(disk), "%" PRId64 " GiB free of %" PRId64 " GiB",
+             jint(node, "disk_free_gib"), jint(node, "disk_total_gib"));
+    const struct output_pair pairs[] = {
+        { "id", jstr(node, "id") },
+        { "hostname", jstr(node, "hostname") },
+        { "address", jstr(node, "address") },
+        { "region", jstr(node, "region") },
+        { "state", jstr(node, "state") },
+        { "gpus", gpus_text(node, gpus, sizeof(gpus)) },
+        { "cpu", cpu },
+        { "memory", gib(jint(node, "memory_mib"), mem) },
+        { "disk", disk },
+        { "driver", jstr(node, "driver_version") },
+        { "cuda", jstr(node, "cuda_version") },
+        { "agent", jstr(node, "agent_version") },
+        { "last heartbeat", jstr(node, "last_heartbeat")
+                                ? output_time(jstr(node, "last_heartbeat"), heartbeat)
+                                : "never" },
+        { "created", output_time(jstr(node, "created_at"), created) },
+    };
+    output_pairs(stdout, pairs, ARRAY_SIZE(pairs));
+    json_t *list = json_object_get(node, "gpus");
+    if (json_array_size(list) == 0)
+        return CLI_EXIT_OK;
+    static const char *const headers[] = { "INDEX", "MODEL",    "NAME", "VRAM",
+                                           "SIM",   "INSTANCE", "UUID" };
+    struct table t;
+    size_t i;
+    json_t *g;
+    table_init(&t, ARRAY_SIZE(headers), headers);
+    json_array_foreach(list, i, g)
+    {
+        char index[32], vram[32];
+        snprintf(index, sizeof(index), "%" PRId64, jint(g, "index"));
+        const char *row[] = {
+            index,
+            jstr(g, "model"),
+            jstr(g, "name"),
+            gib(jint(g, "vram_mib"), vram),
+            json_is_true(json_object_get(g, "simulated")) ? "simulated" : "no",
+            jstr(g, "instance_id") ? jstr(g, "instance_id") : "free",
+            jstr(g, "uuid"),
+        };
+        table_add(&t, row);
+    }
+    putchar('\n');
+    table_print(&t, stdout);
+    table_release(&t);
+    return CLI_EXIT_OK;
+}
+
+static int run_join_token_create(struct cli *cli, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "region", required_argument, NULL, 'r' },
+        { "hours", required_argument, NULL, 'h' },
+        { 0 },
+    };
+    struct sl_error err = SL_ERROR_INIT;
+    const char *region = NULL;
+    int64_t hours = 0;
+    int c, status;
+
+    while ((c = cli_getopt(argc, argv, opts)) != -1) {
+        if (c == 'r')
+            region = optarg;
+        else if (c == 'h') {
+            if (cli_parse_int(cli, "--hours", optarg, 1, 24 * 365, &hours) < 0)
+                return CLI_EXIT_USAGE;
+        } else
+            return cli_usage_error(cli, "bad option");
+    }
+    if ((status = cli_positionals(cli, argc, argv, 0)))
+        return status;
+    if (!region || !*region)
+        return cli_usage_error(cli, "give --region (see suanli admin region ls)");
+    if ((status = cli_need_token(cli)))
+        return status;
+    cleanup_json json_t *body = json_pack("{s:s}", "region", region);
+    if (hours)
+        json_object_set_new(body, "expires_in_hours", json_integer(hours));
+    cleanup_json json_t *tok = NULL;
+    if (client_request(&cli->client, "POST", "/v1/admin/join-tokens", body, NULL, &tok, &err) < 0)
+        return cli_fail(&err);
+    if (cli->output == OUTPUT_JSON) {
+        output_json(stdout, tok);
+        return CLI_EXIT_OK;
+    }
+    char expires[32];
+    printf("created join token %s for region %s, expires %s\n%s\n\n"
+           "on the new host, run:\n  suanli-node --server %s --join %s --data-dir " NODE_DATA_DIR
+           "\n",
+           jstr(tok, "id"), jstr(tok, "region"), output_time(jstr(tok, "expires_at"), expires),
+           jstr(tok, "token"), cli->server, jstr(tok, "token"));
+    fputs("copy it now: it is not shown again\n", stderr);
+    return CLI_EXIT_OK;
+}
+
+static int run_join_token_ls(struct cli *cli, int argc, char **argv)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    int status;
+
+    if ((status = cli_no_args(cli, argc, argv)) || (status = cli_need_token(cli)))
+        return status;
+    cleanup_json json_t *list = client_list(&cli->client, "/v1/admin/join-tokens", 500, &err);
+    if (!list)
+        return cli_fail(&err);
+    if (cli->output == OUTPUT_JSON) {
+        output_json(stdout, list);
+        return CLI_EXIT_OK;
+    }
+    static const char *const headers[] = { "ID", "REGION", "CREATED", "EXPIRES" };
+    struct table t;
+    size_t i;
+    json_t *tok;
+    table_init(&t, ARRAY_SIZE(headers), headers);
+    json_array_foreach(json_object_get(list, "items"), i, tok)
+    {
+        char created[32], expires[32];
+        const char *row[] = { jstr(tok, "id"), jstr(tok, "region"),
+                              output_time(jstr(tok, "created_at"), created),
+                              output_time(jstr(tok, "expires_at"), expires) };
+        table_add(&t, row);
+    }
+    table_print(&t, stdout);
+    table_release(&t);
+    return CLI_EXIT_OK;
+}
+
+static int run_join_token_rm(struct cli *cli, int argc, char **argv)
+{
+    return cli_remove_one(cli, argc, argv, "/v1/admin/join-tokens", "join token");
+}
+
+const struct cli_command cmd_admin_node_ls = {
+    .name = "admin node ls",
+    .aliases = { "admin node list", "admin nodes" },
+    .usage = "",
+    .summary = "list the GPU hosts with their free GPUs",
+    .run = run_node_ls,
+};
+
+const struct cli_command cmd_admin_node_show = {
+    .name = "admin node show",
+    .usage = "ID",
+    .summary = "a GPU host's inventory and each of its GPUs",
+    .run = run_node_show,
+};
+
+const struct cli_command cmd_admin_join_token_create = {
+    .name = "admin join-token create",
+    .usage = "--region REGION [--hours N]",
+    .summary = "make a one-time token for a new host to join a region (shown once)",
+    .run = run_join_token_create,
+};
+
+const struct cli_command cmd_admin_join_token_ls = {
+    .name = "admin join-token ls",
+    .aliases = { "admin join-token list", "admin join-tokens" },
+    .usage = "",
+    .summary = "list the unexpired join tokens",
+    .run = run_join_token_ls,
+};
+
+const struct cli_command cmd_admin_join_token_rm = {
+    .name = "admin join-token rm",
+    .aliases = { "admin join-token remove", "admin join-token revoke" },
+    .usage = "ID",
+    .summary = "revoke a join token",
+    .run = run_join_token_rm,
+};

@@ -1,0 +1,36 @@
+#!/bin/sh
+# Removes what the CNI plugins leave on a host after its last instance is
+# released: the instances' bridge, and the plugins' shared iptables chains
+# when they no longer hold any container's rule. Tests call it when done.
+#   scripts/cleanup-host-net.sh [BRIDGE]     (default suanli0)
+set -u
+bridge=${1:-suanli0}
+if ip link show "$bridge" >/dev/null 2>&1; then
+    if ip link show master "$bridge" 2>/dev/null | grep -q .; then
+        echo "cleanup-host-net: $bridge still has ports; left alone" >&2
+    else
+        ip link del "$bridge"
+    fi
+fi
+# a chain is removable when its only rules are the plugins' own fixed ones
+only_fixed() { # TABLE CHAIN PATTERN
+    [ "$(iptables -t "$1" -S "$2" 2>/dev/null | grep -v "^-N $2\$" | grep -cv -- "$3")" = 0 ]
+}
+drop_chain() { # TABLE CHAIN
+    iptables -t "$1" -S 2>/dev/null | grep -- "-j $2\$" | sed 's/^-A /-D /' |
+        while read -r rule; do eval iptables -t "$1" "$rule"; done
+    iptables -t "$1" -F "$2" 2>/dev/null
+    iptables -t "$1" -X "$2" 2>/dev/null
+}
+if iptables -S CNI-FORWARD >/dev/null 2>&1 && only_fixed filter CNI-FORWARD "-j CNI-ADMIN" &&
+    only_fixed filter CNI-ADMIN "^$"; then
+    drop_chain filter CNI-FORWARD
+    drop_chain filter CNI-ADMIN
+fi
+if iptables -t nat -S CNI-HOSTPORT-DNAT >/dev/null 2>&1 &&
+    only_fixed nat CNI-HOSTPORT-DNAT "^$"; then
+    drop_chain nat CNI-HOSTPORT-DNAT
+    drop_chain nat CNI-HOSTPORT-MASQ
+    drop_chain nat CNI-HOSTPORT-SETMARK
+fi
+exit 0

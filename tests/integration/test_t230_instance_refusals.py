@@ -1,0 +1,58 @@
+"""Bad requests for instances get a 4xx that says what to do, and leave
+nothing half-created: no instance row, no GPU held, no port taken."""
+import pytest
+
+from conftest import IMAGE
+
+
+def gpus_free(cluster):
+    nodes = cluster.server.request("GET", "/v1/admin/nodes",
+                                   token=cluster.server.admin_token).json["items"]
+    return nodes[0]["gpus_free"]
+
+
+BASE = {"gpu_model": "RTX 4090", "gpus": 1, "image": IMAGE, "data_disk_gib": 10}
+
+CASES = [
+    ({"image": "no-such-image"}, 404, "no_such_image", "suanli image ls"),
+    ({"gpu_model": "GTX 9999"}, 404, "no_such_gpu_model", "suanli market"),
+    ({"region": "nowhere-1"}, 404, "no_such_region", "suanli regions"),
+    ({"gpus": 0}, 400, "invalid_field", "gpus"),
+    ({"gpus": 9}, 400, "invalid_field", "gpus"),
+    ({"gpus": 8, "gpu_model": "A100 80GB"}, 409, "no_capacity", "A100"),
+    ({"data_disk_gib": 0}, 400, "invalid_field", "data_disk_gib"),
+    ({"data_disk_gib": 10 ** 7}, 400, "invalid_field", "data_disk_gib"),
+    ({"gpus": "one"}, 400, "invalid_field", "gpus"),
+    ({"plan": "forever"}, 400, "invalid_field", "plan"),
+    ({"color": "red"}, 400, "unknown_field", "color"),
+]
+
+
+@pytest.mark.parametrize("change,status,code,hint", CASES)
+def test_bad_create_is_refused_and_leaves_nothing(cluster, change, status, code, hint):
+    user = cluster.renter()
+    before = gpus_free(cluster)
+    r = cluster.server.request("POST", "/v1/instances", {**BASE, **change}, token=user["token"])
+    assert r.status == status and r.code == code, r
+    assert hint in r.json["error"]["message"], r
+    assert cluster.server.request("GET", "/v1/instances?state=all",
+                                  token=user["token"]).json["items"] == []
+    assert gpus_free(cluster) == before
+
+
+def test_unverified_renter_is_told_to_verify(cluster):
+    user = cluster.server.register()
+    cluster.server.credit(user["id"], 100_000_000)
+    r = cluster.server.request("POST", "/v1/instances", BASE, token=user["token"])
+    assert r.status == 403 and r.code == "verification_required", r
+    assert "suanli verify" in r.json["error"]["message"]
+
+
+def test_balance_under_one_hour_is_refused_with_the_amount_missing(cluster):
+    user = cluster.renter(credit_micros=1_000_000)  # 1.00; an hour of a 4090 is 1.98
+    r = cluster.server.request("POST", "/v1/instances", BASE, token=user["token"])
+    assert r.status == 409 and r.code == "insufficient_balance", r
+    msg = r.json["error"]["message"]
+    assert "1.98" in msg and "0.98" in msg, msg
+    assert cluster.server.request("GET", "/v1/instances?state=all",
+                                  token=user["token"]).json["items"] == []
