@@ -59,7 +59,8 @@ $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/tests/unit/harness.o $(BUILD)
 deps:
 	@scripts/deps.sh build
 
-run: deps
+run:
+	@scripts/deps.sh run
 	@$(MAKE) --no-print-directory all
 	@scripts/run.sh
 
@@ -94,10 +95,11 @@ format:
 check-format:
 	@clang-format --dry-run -Werror $(FORMAT_FILES) && echo "format: ok"
 
-bench: deps
+bench:
 	@scripts/deps.sh bench
 	@$(MAKE) --no-print-directory all
 	@bench/api.sh
+	@bench/instances.py
 
 install: all
 	install -m 0755 $(BUILD)/suanlid $(BUILD)/suanli /usr/local/bin/

@@ -2,20 +2,24 @@
 # Installs the Debian packages a purpose needs, only those missing.
 #   scripts/deps.sh build   compilers and libraries
 #   scripts/deps.sh test    build + test tools (pytest, clang for libFuzzer, ...)
+#   scripts/deps.sh run     build + what a node needs (runc, CNI plugins, mmdebstrap, ...)
 #   scripts/deps.sh bench   build + wrk
 set -eu
 purpose=${1:-build}
 build="build-essential pkg-config libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev
 libsqlite3-dev libsodium-dev sqlite3 curl ca-certificates"
-test="$build python3 python3-pytest python3-yaml clang libclang-rt-14-dev clang-format jq
-openssh-client procps runc containernetworking-plugins mmdebstrap iptables e2fsprogs
-iproute2 util-linux"
-bench="$build wrk"
+node="runc containernetworking-plugins mmdebstrap iptables e2fsprogs iproute2 util-linux
+openssh-client"
+test="$build $node python3 python3-pytest python3-yaml clang libclang-rt-14-dev clang-format
+jq procps"
+run="$build $node jq"
+bench="$build $node wrk python3"
 case "$purpose" in
 build) want=$build ;;
+run) want=$run ;;
 test) want=$test ;;
 bench) want=$bench ;;
-*) echo "deps.sh: unknown purpose '$purpose' (build, test or bench)" >&2; exit 2 ;;
+*) echo "deps.sh: unknown purpose '$purpose' (build, run, test or bench)" >&2; exit 2 ;;
 esac
 missing=""
 for p in $want; do

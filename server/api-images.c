@@ -66,6 +66,15 @@ int api_admin_images_create(struct api_request *req, struct api_response *res, s
             return sl_fail(err, SL_E_INVALID, "invalid_field",
                            "an image name holds lowercase letters, digits, '-', '.' and '_', "
                            "such as debian-12");
+    if (region && *region) {
+        int64_t n;
+        if (store_get_int(req->srv->store, "SELECT COUNT(*) FROM regions WHERE id = ?1",
+                          DB_ARGS(DB_TEXT(region)), &n, err) < 0)
+            return -1;
+        if (n == 0)
+            return sl_fail(err, SL_E_NOT_FOUND, "no_such_region",
+                           "no region '%s': list them with suanli regions", region);
+    }
     if (!recipe)
         recipe = "base";
     for (const char *const *r = recipes; *r; r++)

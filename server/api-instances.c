@@ -71,6 +71,16 @@ int api_instances_list(struct api_request *req, struct api_response *res, struct
     struct rows_ctx ctx = { req->srv, req->caller.user_id, err, false };
     int64_t limit, after;
 
+    static const char *const states[] = { "creating", "running",   "stopping", "stopped",
+                                          "starting", "releasing", "released", "failed",
+                                          "all",      NULL };
+    bool known = !state;
+    for (const char *const *s = states; *s && state; s++)
+        known |= strcmp(*s, state) == 0;
+    if (!known)
+        return sl_fail(err, SL_E_INVALID, "invalid_parameter",
+                       "state must be one of creating, running, stopping, stopped, starting, "
+                       "releasing, released, failed or all");
     if (api_page_params(req, &limit, &after, err) < 0)
         return -1;
     /* released instances are history: listed only when asked for */

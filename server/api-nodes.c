@@ -154,11 +154,15 @@ int api_nodes_heartbeat(struct api_request *req, struct api_response *res, struc
     int64_t desired;
 
     json_t *images = NULL;
-    (void)revision;
+
     if (api_body_fields(req, fields, ARRAY_SIZE(fields), err) < 0 ||
         nodes_heartbeat(req->srv, req->params[0], inventory, err) < 0)
         return -1;
     if (instances && instances_apply_report(req->srv, req->params[0], instances, err) < 0)
+        return -1;
+    /* how far the node has caught up, for operators */
+    if (store_exec(req->srv->store, "UPDATE nodes SET reported_revision = ?2 WHERE id = ?1",
+                   DB_ARGS(DB_TEXT(req->params[0]), DB_INT(revision)), err) < 0)
         return -1;
     images = json_object_get(req->json, "images");
     if (images && nodes_apply_images(req->srv, req->params[0], images, err) < 0)

@@ -18,6 +18,7 @@ PUBLIC = {
     ("POST", "/v1/users"),
     ("POST", "/v1/sessions"),
     ("POST", "/v1/payments/webhook"),
+    ("POST", "/v1/nodes/enroll"),
 }
 
 
@@ -174,7 +175,18 @@ def admin_writes(server, world):
     models = lambda: {m["name"]: m for m in server.request("GET", "/v1/gpu-models", token=admin).json["items"]}
     market = lambda: server.request("GET", "/v1/market?region=sample-1", token=admin).json["items"][0]
     nogpu = market()["nogpu_price_per_hour_micros"]
+    join_tokens = lambda: [t["id"] for t in server.request("GET", "/v1/admin/join-tokens",
+                                                           token=admin).json["items"]]
+    images = lambda: [i["name"] for i in server.request("GET", "/v1/images",
+                                                        token=admin).json["items"]]
+    kept = server.request("POST", "/v1/admin/join-tokens", {"region": "sample-1"},
+                          token=admin).json["id"]
+    n_join = len(join_tokens())
     return [
+        ("POST", "/v1/admin/join-tokens", {"region": "sample-1"},
+         lambda: len(join_tokens()) == n_join),
+        ("DELETE", f"/v1/admin/join-tokens/{kept}", None, lambda: kept in join_tokens()),
+        ("POST", "/v1/admin/images", {"name": "evil-image"}, lambda: "evil-image" not in images()),
         ("POST", f"/v1/admin/users/{a['id']}/credit", {"amount_micros": 1_000_000, "memo": "x"},
          lambda: bal(a) == a_bal),
         ("POST", f"/v1/admin/users/{b['id']}/credit", {"amount_micros": 1_000_000, "memo": "x"},
