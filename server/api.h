@@ -71,6 +71,7 @@ enum api_route_flags {
     API_RAW_BODY = 1 << 3,       /* body is not parsed as JSON */
     API_OWN_TX = 1 << 4,         /* the handler manages its transactions */
     API_NODE = 1 << 5,           /* node agents only, and only about themselves */
+    API_QUIET = 1 << 6,          /* polled several times a second: logged at debug level */
 };
 
 struct api_route {

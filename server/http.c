@@ -158,11 +158,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     api_response_init(&res);
     api_dispatch(&req, &res);
     enum MHD_Result ret = send_response(conn, &res);
-    log_info("http %s %s %d %.1fms ip=%s user=%s", method, url, res.status,
-             (double)(sl_time_mono_us() - cs->started_us) / 1000.0, addr,
-             req.caller.authenticated ? req.caller.user_id
-             : req.caller.node_id[0]  ? req.caller.node_id
-                                      : "-");
+    /* every call gets its line; the agents' polls only when asked for or failing */
+    bool quiet = req.route && (req.route->flags & API_QUIET) && res.status < 400;
+    sl_log(quiet ? SL_LOG_DEBUG : SL_LOG_INFO, "http %s %s %d %.1fms ip=%s user=%s", method, url,
+           res.status, (double)(sl_time_mono_us() - cs->started_us) / 1000.0, addr,
+           req.caller.authenticated ? req.caller.user_id
+           : req.caller.node_id[0]  ? req.caller.node_id
+                                    : "-");
     api_response_release(&res);
     return ret;
 }

@@ -67,7 +67,7 @@ const struct api_route api_routes[] = {
 
     R("POST", "/v1/nodes/enroll", api_nodes_enroll, API_PUBLIC | API_NO_IDEMPOTENCY),
     R("POST", "/v1/nodes/{id}/heartbeat", api_nodes_heartbeat, API_NODE | API_NO_IDEMPOTENCY),
-    R("GET", "/v1/nodes/{id}/desired", api_nodes_desired, API_NODE),
+    R("GET", "/v1/nodes/{id}/desired", api_nodes_desired, API_NODE | API_QUIET),
 };
 
 const size_t api_routes_count = sizeof(api_routes) / sizeof(api_routes[0]);
