@@ -215,8 +215,9 @@ def cli(server, tmp_path):
 # none), real runc containers, real disks, real CNI networking.
 
 SUANLI_NODE = os.path.join(BUILD, "suanli-node")
-TEST_BRIDGE = "suanlit0"
-TEST_SUBNET = "10.89.0.0/16"
+# distinct per concurrent test run on one machine (each has its own IP leases)
+TEST_BRIDGE = os.environ.get("SUANLI_TEST_BRIDGE", "suanlit0")
+TEST_SUBNET = os.environ.get("SUANLI_TEST_SUBNET", "10.89.0.0/16")
 IMAGE = "debian-12"
 
 
