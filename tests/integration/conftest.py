@@ -218,6 +218,7 @@ SUANLI_NODE = os.path.join(BUILD, "suanli-node")
 # distinct per concurrent test run on one machine (each has its own IP leases)
 TEST_BRIDGE = os.environ.get("SUANLI_TEST_BRIDGE", "suanlit0")
 TEST_SUBNET = os.environ.get("SUANLI_TEST_SUBNET", "10.89.0.0/16")
+TEST_PORTS = os.environ.get("SUANLI_TEST_PORTS", "30000-30999").split("-")
 IMAGE = "debian-12"
 
 
@@ -447,7 +448,8 @@ def random_id_number():
 @pytest.fixture(scope="session")
 def cluster():
     d = tempfile.mkdtemp(prefix="suanli-cluster-", dir="/var/tmp")
-    server = Server(os.path.join(d, "suanlid"))
+    server = Server(os.path.join(d, "suanlid"), {"nodes.ssh_port_min": TEST_PORTS[0],
+                                                 "nodes.ssh_port_max": TEST_PORTS[1]})
     os.makedirs(server.data_dir)
     server.start()
     r = server.request("POST", "/v1/admin/join-tokens", {"region": "sample-1"},
