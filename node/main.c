@@ -1,13 +1,16 @@
 /* suanli-node: the agent on each GPU host. */
 #include "agent.h"
+#include "fsutil.h"
 
 #include "../lib/config.h"
 #include "../lib/crypto.h"
 #include "../lib/log.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char usage[] =
@@ -102,6 +105,16 @@ int main(int argc, char **argv)
             fprintf(stderr, "suanli-node: command line: %s\n", err.message);
             return 1;
         }
+    /* layers, disks and bundles are named by absolute paths: runc, mount and
+     * overlay run from other directories than ours */
+    char *absolute;
+    if (fs_mkdir_p(cfg.data_dir, 0700, &err) < 0 || !(absolute = realpath(cfg.data_dir, NULL))) {
+        fprintf(stderr, "suanli-node: data directory '%s': %s\n", cfg.data_dir,
+                err.message[0] ? err.message : strerror(errno));
+        return 1;
+    }
+    free(cfg.data_dir);
+    cfg.data_dir = absolute;
     if (sl_crypto_init(&err) < 0) {
         fprintf(stderr, "suanli-node: %s\n", err.message);
         return 1;

@@ -185,6 +185,11 @@ int main(int argc, char **argv)
                 strerror(errno));
         return 1;
     }
+    char *absolute = realpath(srv.cfg.data_dir, NULL);
+    if (absolute) {
+        free(srv.cfg.data_dir);
+        srv.cfg.data_dir = absolute;
+    }
     cleanup_free char *uri =
         srv.cfg.store ? xstrdup(srv.cfg.store) : xasprintf("sqlite:%s/suanli.db", srv.cfg.data_dir);
     srv.store = store_open(uri, &err);
