@@ -237,14 +237,17 @@ class Node:
 
     def start(self, timeout=15):
         os.makedirs(self.data_dir, exist_ok=True)
-        args = [SUANLI_NODE, "--data-dir", self.data_dir, "--server", self.server.url,
+        # a relative --data-dir, as `make run` gives it (paths must still work)
+        args = [SUANLI_NODE, "--data-dir", os.path.basename(self.data_dir),
+                "--server", self.server.url,
                 "--join", self.join_token, "--simulate-gpus", self.gpus,
                 "--address", "127.0.0.1", "--set", f"network.bridge={TEST_BRIDGE}",
                 "--set", f"network.subnet={TEST_SUBNET}", "--set", "stop_grace_ms=3000",
                 *self.extra]
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
+                                     stdin=subprocess.DEVNULL,
+                                     cwd=os.path.dirname(self.data_dir))
         deadline = time.time() + timeout
         ident = os.path.join(self.data_dir, "node.json")
         while time.time() < deadline:
