@@ -3,7 +3,7 @@
 
 BUILD   ?= build
 CC      ?= cc
-PKGS    := libmicrohttpd jansson libcurl sqlite3 libsodium
+PKGS    := libmicrohttpd jansson libcurl sqlite3 libsodium yaml-0.1
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wvla -Wwrite-strings -Wformat=2 \
            -Wno-format-nonliteral -Wno-format-truncation -Werror
 CFLAGS  ?= -O2 -g
@@ -14,7 +14,7 @@ ifeq ($(SAN),1)
 endif
 ALL_CFLAGS = -std=gnu11 $(WARN) $(CFLAGS) -D_GNU_SOURCE -MMD -MP \
              $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-LIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
+LIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -ldl
 
 LIB_SRC     := $(wildcard lib/*.c)
 SERVER_SRC  := $(filter-out server/main.c,$(wildcard server/*.c))
@@ -48,10 +48,20 @@ $(BUILD)/suanlid: $(BUILD)/server/main.o $(BUILD)/libsuanlid.a $(BUILD)/libsuanl
 $(BUILD)/suanli: $(CLI_OBJ) $(BUILD)/libsuanli.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
+# Unit tests link the server's and the node's libraries (node.mk): an archive
+# only brings in what a test uses.
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/tests/unit/harness.o $(BUILD)/libsuanlid.a \
-                  $(BUILD)/libsuanli.a
+                  $(BUILD)/libsuanli-node.a $(BUILD)/libsuanli.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+# The stand-in for NVIDIA's libnvidia-ml.so.1 that test-nvml loads (see the
+# comment at the top of its source): never installed, never used outside tests.
+FAKE_NVML := $(BUILD)/tests/fake-nvml/libnvidia-ml.so.1
+
+$(FAKE_NVML): tests/unit/fake-nvml/fake-nvml.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(WARN) $(CFLAGS) -fPIC -shared -Wl,-soname,libnvidia-ml.so.1 -o $@ $<
 
 # keep intermediate objects (harness.o, test objects) between builds
 .SECONDARY:
@@ -64,7 +74,7 @@ run:
 	@$(MAKE) --no-print-directory all
 	@scripts/run.sh
 
-unit: $(UNIT_BIN)
+unit: $(UNIT_BIN) $(FAKE_NVML)
 	@scripts/run-unit.sh $(UNIT_BIN)
 
 asan-unit:
@@ -87,7 +97,7 @@ test:
 	@$(MAKE) --no-print-directory integration
 
 FORMAT_FILES = $(wildcard lib/*.[ch] server/*.[ch] cli/*.[ch] node/*.[ch] tests/unit/*.[ch] \
-                           tests/fuzz/*.c)
+                           tests/unit/fake-nvml/*.c tests/fuzz/*.c)
 
 format:
 	clang-format -i $(FORMAT_FILES)

@@ -15,7 +15,7 @@ $(BUILD)/tests/node-smoke: $(BUILD)/node/instance-smoke.o $(BUILD)/libsuanli-nod
 
 $(BUILD)/suanli-node: $(BUILD)/node/main.o $(BUILD)/libsuanli-node.a $(BUILD)/cli/client.o \
                       $(BUILD)/libsuanli.a
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) -ldl
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 .PHONY: node-smoke
 node-smoke: $(BUILD)/tests/node-smoke

@@ -10,6 +10,7 @@
 #include "../lib/log.h"
 #include "../lib/timefmt.h"
 #include "../lib/xalloc.h"
+#include "cgroup.h"
 #include "fsutil.h"
 #include "image.h"
 
@@ -70,6 +71,7 @@ struct agent {
     int64_t heartbeat_s;
     int64_t revision;
     json_t *failures; /* {id: {"generation": g, "message": m}} */
+    bool first_pass;  /* the first convergence since the agent started */
     pthread_mutex_t lock;
     json_t *builds; /* {name: "building" | "failed: ..."}, guarded by lock */
 };
@@ -243,8 +245,11 @@ static bool converge_one(struct agent *a, json_t *d)
     if (strcmp(desired, "running") == 0) {
         bool running = instance_running(a, id);
         int64_t have = running ? local_generation(a, id) : 0;
-        if (running && have >= generation)
+        if (running && have >= generation) {
+            if (a->first_pass)
+                log_info("agent: adopted %s (running, generation %lld)", id, (long long)have);
             return false;
+        }
         if (failure && json_integer_value(json_object_get(failure, "generation")) >= generation)
             return false; /* failed at this generation: wait for a new start */
         if (running) {
@@ -259,10 +264,17 @@ static bool converge_one(struct agent *a, json_t *d)
         return true;
     }
     if (strcmp(desired, "stopped") == 0) {
+        struct runtime_state rs;
         json_object_del(a->failures, id);
-        if (!instance_running(a, id))
+        if (a->rt.ops->state(&a->rt, id, &rs, NULL) < 0)
             return false;
-        log_info("agent: stopping %s", id);
+        if (rs.status == RUNTIME_RUNNING)
+            log_info("agent: stopping %s", id);
+        else if (rs.status != RUNTIME_ABSENT || instance_has_leftovers(&a->host, id))
+            log_info("agent: cleaning up %s (container %s: it ended without a stop)", id,
+                     runtime_status_name(rs.status));
+        else
+            return false;
         if (instance_stop(&a->host, id, port, (int)a->cfg->stop_grace_ms, &err) < 0)
             log_warn("agent: stop %s: %s", id, err.message);
         return true;
@@ -288,9 +300,16 @@ static json_t *report_one(struct agent *a, json_t *d)
     if (failure && json_integer_value(json_object_get(failure, "generation")) >= generation)
         return json_pack("{s:s, s:s, s:I, s:O}", "id", id, "state", "failed", "generation",
                          (json_int_t)generation, "message", json_object_get(failure, "message"));
-    if (instance_running(a, id))
-        return json_pack("{s:s, s:s, s:I}", "id", id, "state", "running", "generation",
-                         (json_int_t)local_generation(a, id));
+    if (instance_running(a, id)) {
+        json_t *rep = json_pack("{s:s, s:s, s:I}", "id", id, "state", "running", "generation",
+                                (json_int_t)local_generation(a, id));
+        /* processes the OOM killer ended since the container started */
+        cleanup_free char *cgroup = xasprintf("/suanli/%s", id);
+        int64_t oom_kills = cgroup_oom_kills(cgroup);
+        if (oom_kills >= 0)
+            json_object_set_new(rep, "oom_kills", json_integer((json_int_t)oom_kills));
+        return rep;
+    }
     return json_pack("{s:s, s:s, s:I}", "id", id, "state",
                      instance_exists(a, id) ? "stopped" : "absent", "generation",
                      (json_int_t)local_generation(a, id));
@@ -463,6 +482,7 @@ static int setup(struct agent *a, struct sl_error *err)
                                   .state_dir = a->net_state };
     a->host = (struct node_host){ .data_dir = cfg->data_dir, .runtime = &a->rt, .net = &a->net };
     a->failures = json_object();
+    a->first_pass = true;
     a->builds = json_object();
     a->heartbeat_s = 3;
     pthread_mutex_init(&a->lock, NULL);
@@ -496,6 +516,8 @@ int agent_run(struct agent_config *cfg, volatile bool *stop, struct sl_error *er
             json_decref(desired);
             desired = fresh;
             a.revision = json_integer_value(json_object_get(desired, "revision"));
+            if (warned)
+                log_info("agent: desired state readable again from %s", cfg->server);
             warned = false;
         } else if (!warned) {
             /* keep converging to the last desired state: instances run on */
@@ -508,6 +530,8 @@ int agent_run(struct agent_config *cfg, volatile bool *stop, struct sl_error *er
         {
             acted |= converge_one(&a, d);
         }
+        if (fresh)
+            a.first_pass = false; /* converged to what suanlid says now */
         converge_images(&a, json_object_get(desired, "images"));
         if (acted || sl_time_mono_ms() >= next_heartbeat) {
             if (heartbeat(&a, desired, &e) < 0 && !warned)

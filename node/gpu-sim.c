@@ -24,6 +24,7 @@ static int sim_inventory(void *state, struct gpu_inventory *inv, struct sl_error
     for (unsigned i = 0; i < s->count; i++) {
         struct gpu_info *g = &inv->gpus[i];
         g->index = i;
+        g->minor = i;
         snprintf(g->uuid, sizeof(g->uuid), "GPU-SIMULATED-%02u", i);
         snprintf(g->name, sizeof(g->name), "%s", s->model);
         g->vram_mib = 24576;
@@ -35,6 +36,21 @@ static int sim_inventory(void *state, struct gpu_inventory *inv, struct sl_error
     return 0;
 }
 
+/* Idle: nothing runs on a GPU that is not there. */
+static int sim_usage(void *state, struct gpu_usage *out, size_t *n, struct sl_error *err)
+{
+    struct sim *s = state;
+    (void)err;
+
+    for (unsigned i = 0; i < s->count; i++) {
+        memset(&out[i], 0, sizeof(out[i]));
+        out[i].index = i;
+        out[i].total_mib = 24576;
+    }
+    *n = s->count;
+    return 0;
+}
+
 static void sim_release(void *state)
 {
     free(state);
@@ -43,6 +59,7 @@ static void sim_release(void *state)
 static const struct gpu_ops gpu_sim_ops = {
     .name = "simulated",
     .inventory = sim_inventory,
+    .usage = sim_usage,
     .release = sim_release,
 };
 

@@ -13,13 +13,33 @@
 
 #define GPU_MAX      64
 #define GPU_NAME_MAX 96
+#define GPU_PROC_MAX 64
 
 struct gpu_info {
     unsigned index;
+    unsigned minor; /* N of /dev/nvidiaN; not always the index */
     char uuid[GPU_NAME_MAX];
     char name[GPU_NAME_MAX];
     uint64_t vram_mib;
     bool simulated;
+};
+
+/* A process using a GPU, as NVML reports it: the host pid, which the metrics
+ * map to an instance through /proc/PID/cgroup. */
+struct gpu_process {
+    uint32_t pid;
+    uint64_t used_mib; /* UINT64_MAX: NVML did not say */
+};
+
+/* What a GPU is doing now. */
+struct gpu_usage {
+    unsigned index;
+    unsigned gpu_percent;    /* of the last sample period the GPU was busy */
+    unsigned memory_percent; /* of it the memory was read or written */
+    uint64_t used_mib, total_mib;
+    struct gpu_process procs[GPU_PROC_MAX];
+    size_t n_procs; /* at most GPU_PROC_MAX shown; procs_total counts all */
+    size_t procs_total;
 };
 
 struct gpu_inventory {
@@ -33,6 +53,9 @@ struct gpu_ops {
     const char *name;
     /* Fills inv with the host's GPUs. */
     int (*inventory)(void *state, struct gpu_inventory *inv, struct sl_error *err);
+    /* Fills out[0 .. *n) (room for GPU_MAX) with every GPU's utilisation,
+     * memory and compute processes; a GPU NVML cannot read fails the call. */
+    int (*usage)(void *state, struct gpu_usage *out, size_t *n, struct sl_error *err);
     void (*release)(void *state);
 };
 
@@ -45,8 +68,20 @@ struct gpu_source {
  * model; fails with a message that says the format. */
 int gpu_sim_open(const char *spec, struct gpu_source *src, struct sl_error *err);
 
-/* NVML through dlopen; SL_E_NOT_FOUND when the library or a GPU is absent. */
+/* NVML through dlopen of libnvidia-ml.so.1; SL_E_NOT_FOUND when the library
+ * or a GPU is absent. On success the host's inventory is kept for
+ * gpu_host_inventory(). */
 int gpu_nvml_open(struct gpu_source *src, struct sl_error *err);
+
+/* gpu_nvml_open with the library named by a path (dlopen's rules): the unit
+ * tests load their stand-in (tests/unit/fake-nvml/) through it. */
+int gpu_nvml_open_library(const char *library, struct gpu_source *src, struct sl_error *err);
+
+/* The real GPUs of this host as the last successful gpu_nvml_open() found
+ * them, or NULL when none was opened (simulated GPUs, or none): what
+ * gpu_devices_apply() (gpu-devices.h) maps assigned indices with. Set once at
+ * start-up, read-only afterwards. */
+const struct gpu_inventory *gpu_host_inventory(void);
 
 void gpu_source_release(struct gpu_source *src);
 

@@ -101,6 +101,10 @@ static int start_steps(const struct node_host *host, const struct instance_spec 
                               .authorized_keys = spec->authorized_keys };
     if (boot_write(boot, &bp, err) < 0)
         return -1;
+    /* a container that died without a stop (a crash, a reboot) left its
+     * address lease and rules behind: free them before asking again */
+    if (net_attached(host->net, id) && net_detach(host->net, id, spec->host_port, err) < 0)
+        return -1;
     struct net_attachment na;
     if (net_attach(host->net, id, spec->host_port, &na, err) < 0)
         return -1;
@@ -161,6 +165,19 @@ int instance_stop(const struct node_host *host, const char *id, unsigned host_po
         return -1;
     }
     return 0;
+}
+
+bool instance_has_leftovers(const struct node_host *host, const char *id)
+{
+    static const char *const mounts[] = { "rootfs", "data", "sys" };
+    if (net_attached(host->net, id))
+        return true;
+    for (size_t i = 0; i < ARRAY_SIZE(mounts); i++) {
+        cleanup_free char *path = path_in(host, id, mounts[i]);
+        if (disk_mounted(path, NULL, 0, NULL, 0, NULL) != 0)
+            return true; /* mounted, or unknown: instance_stop finds out */
+    }
+    return false;
 }
 
 int instance_release(const struct node_host *host, const char *id, unsigned host_port,

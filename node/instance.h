@@ -13,6 +13,7 @@
 #ifndef SL_NODE_INSTANCE_H
 #define SL_NODE_INSTANCE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -63,6 +64,12 @@ int instance_start(const struct node_host *host, const struct instance_spec *spe
  * a failed step and reports the first. */
 int instance_stop(const struct node_host *host, const char *id, unsigned host_port, int grace_ms,
                   struct sl_error *err);
+
+/* Whether a stopped instance still holds anything on the host besides its
+ * files: a network attachment (net_attached) or a mount. After a crash of
+ * the agent or a reboot, instance_stop clears them. Looks at files and
+ * mounts only; the container's own state is the runtime's to tell. */
+bool instance_has_leftovers(const struct node_host *host, const char *id);
 
 /* Stops the instance and deletes both disks and its directory. */
 int instance_release(const struct node_host *host, const char *id, unsigned host_port,

@@ -1,5 +1,6 @@
 #include "net.h"
 #include "disk.h"
+#include "firewall.h"
 #include "fsutil.h"
 #include "../lib/buf.h"
 #include "../lib/cleanup.h"
@@ -10,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -150,6 +152,51 @@ static char *result_path(const struct net_config *cfg, const char *id)
     return xasprintf("%s/results/%s.json", cfg->state_dir, id);
 }
 
+/* The bridge plugin's masquerade rules of an instance: a nat chain named
+ * from the network and container names (its utils.FormatChainName: "CNI-"
+ * and the first 24 hex digits of SHA-512(name + id)) and a POSTROUTING
+ * rule per address jumping to it. */
+static void masq_chain_name(const char *id, char chain[static 29])
+{
+    cleanup_free char *key = xasprintf("%ssuanli-%s", NETWORK_NAME, id);
+    unsigned char hash[crypto_hash_sha512_BYTES];
+    crypto_hash_sha512(hash, (const unsigned char *)key, strlen(key));
+    memcpy(chain, "CNI-", 4);
+    for (size_t i = 0; i < 12; i++)
+        snprintf(chain + 4 + 2 * i, 3, "%02x", hash[i]);
+}
+
+/* The bridge plugin's DEL finds the addresses to unmasquerade on the
+ * interface in the namespace; when the namespace is gone (the host
+ * rebooted, or the container died and it was removed) it skips that, so the
+ * rules are removed here from the cached result. Missing rules are fine. */
+static void masq_teardown(const char *id, json_t *result)
+{
+    char chain[29];
+    size_t i;
+    json_t *ip;
+
+    masq_chain_name(id, chain);
+    cleanup_free char *comment = xasprintf("name: \"%s\" id: \"suanli-%s\"", NETWORK_NAME, id);
+    json_array_foreach(json_object_get(result, "ips"), i, ip)
+    {
+        const char *cidr = json_string_value(json_object_get(ip, "address"));
+        if (!cidr)
+            continue;
+        cleanup_free char *addr = xstrndup(cidr, strcspn(cidr, "/"));
+        const char *argv[] = { "iptables",    "-w",      "-t",        "nat",   "-D",
+                               "POSTROUTING", "-s",      addr,        "-j",    chain,
+                               "-m",          "comment", "--comment", comment, NULL };
+        struct sl_error ignored = SL_ERROR_INIT;
+        sl_run(argv, NULL, &ignored);
+    }
+    const char *flush[] = { "iptables", "-w", "-t", "nat", "-F", chain, NULL };
+    const char *drop[] = { "iptables", "-w", "-t", "nat", "-X", chain, NULL };
+    struct sl_error ignored = SL_ERROR_INIT;
+    if (sl_run(flush, NULL, &ignored) == 0)
+        sl_run(drop, NULL, &ignored);
+}
+
 /* DEL in reverse order; goes on after a failure and reports the first. */
 static int chain_del(const struct net_config *cfg, const char *id, const char *netns,
                      unsigned host_port, struct sl_error *err)
@@ -170,6 +217,8 @@ static int chain_del(const struct net_config *cfg, const char *id, const char *n
         }
         sl_buf_release(&out);
     }
+    if (prev && access(netns, F_OK) != 0)
+        masq_teardown(id, prev);
     if (rc == 0)
         unlink(cache);
     return rc;
@@ -184,6 +233,24 @@ static void first_ip(json_t *result, struct net_attachment *out)
         snprintf(out->ip, sizeof(out->ip), "%.*s", (int)strcspn(addr, "/"), addr);
     if (gw)
         snprintf(out->gateway, sizeof(out->gateway), "%s", gw);
+}
+
+/* The instance's host-side veth (the result's interface outside any
+ * sandbox that is not the bridge) becomes an isolated port, and the bridge's
+ * rules are made sure of: see firewall.h. */
+static int isolate(const struct net_config *cfg, json_t *result, struct sl_error *err)
+{
+    size_t i;
+    json_t *iface;
+
+    json_array_foreach(json_object_get(result, "interfaces"), i, iface)
+    {
+        const char *name = json_string_value(json_object_get(iface, "name"));
+        if (name && !json_object_get(iface, "sandbox") && strcmp(name, cfg->bridge) != 0 &&
+            firewall_isolate_port(name, err) < 0)
+            return -1;
+    }
+    return firewall_ensure(cfg->bridge, err);
 }
 
 int net_attach(const struct net_config *cfg, const char *id, unsigned host_port,
@@ -227,10 +294,12 @@ int net_attach(const struct net_config *cfg, const char *id, unsigned host_port,
         goto fail;
     sl_buf_release(&res);
     first_ip(prev, out);
-    if (!out->ip[0]) {
+    if (!out->ip[0])
         sl_fail(err, SL_E_INTERNAL, "network_failed", "CNI gave '%s' no address", id);
+    if (!out->ip[0] || isolate(cfg, prev, err) < 0) {
         struct sl_error ignored = SL_ERROR_INIT;
         net_detach(cfg, id, host_port, &ignored);
+        sl_error_prefix(err, "attach network of '%s'", id);
         return -1;
     }
     return 0;
@@ -248,6 +317,13 @@ fail:
     }
     sl_error_prefix(err, "attach network of '%s'", id);
     return -1;
+}
+
+bool net_attached(const struct net_config *cfg, const char *id)
+{
+    cleanup_free char *netns = net_netns_path(id);
+    cleanup_free char *cache = result_path(cfg, id);
+    return access(netns, F_OK) == 0 || access(cache, F_OK) == 0;
 }
 
 int net_detach(const struct net_config *cfg, const char *id, unsigned host_port,

@@ -11,6 +11,7 @@
 #define SL_NODE_NET_H
 
 #include <limits.h>
+#include <stdbool.h>
 
 #include "../lib/error.h"
 
@@ -36,6 +37,13 @@ char *net_netns_path(const char *id);
  * Fills out. On failure everything it did is undone. */
 int net_attach(const struct net_config *cfg, const char *id, unsigned host_port,
                struct net_attachment *out, struct sl_error *err);
+
+/* Whether anything of an attachment is left: the network namespace or the
+ * cached ADD result (whose address lease and rules DEL frees). A container
+ * that died without net_detach (a crash, a host reboot: the namespace is
+ * gone but the cache, the lease and the rules stay) must be detached before
+ * it is attached again, or host-local refuses a second address. */
+bool net_attached(const struct net_config *cfg, const char *id);
 
 /* Runs DEL through the plugin list in reverse (freeing the address, the port
  * map and the firewall and masquerade rules) and removes the namespace. Safe

@@ -1,5 +1,6 @@
 #include "oci.h"
 #include "fsutil.h"
+#include "gpu-devices.h"
 #include "../lib/buf.h"
 #include "../lib/cleanup.h"
 #include "../lib/json.h"
@@ -256,6 +257,10 @@ int oci_write_config(const char *bundle_dir, const struct oci_params *p, struct 
     if (fs_mkdir_p(bundle_dir, 0700, err) < 0)
         return -1;
     cleanup_json json_t *config = oci_config(p);
+    /* GPUs: the host's CDI spec or device nodes for exactly the assigned GPUs
+     * (gpu-devices.h); a no-op when the host's GPUs are simulated. */
+    if (p->n_gpus && gpu_devices_apply(config, p->gpus, p->n_gpus, err) < 0)
+        return -1;
     cleanup_free char *text = json_dumps(config, JSON_INDENT(2));
     if (!text)
         return sl_fail(err, SL_E_INTERNAL, "internal", "BUG: unable to encode config.json");

@@ -22,6 +22,19 @@ drop_chain() { # TABLE CHAIN
     iptables -t "$1" -F "$2" 2>/dev/null
     iptables -t "$1" -X "$2" 2>/dev/null
 }
+# the isolation rules of node/firewall.h: the bridge's go with the bridge,
+# the chains with their last rule
+if ! ip link show "$bridge" >/dev/null 2>&1; then
+    for chain in SUANLI-FORWARD SUANLI-INPUT; do
+        iptables -w -S "$chain" 2>/dev/null | grep -- "-i $bridge " | sed 's/^-A /-D /' |
+            while read -r rule; do eval iptables -w "$rule"; done
+    done
+fi
+for chain in SUANLI-FORWARD SUANLI-INPUT; do
+    if iptables -w -S "$chain" >/dev/null 2>&1 && only_fixed filter "$chain" "^$"; then
+        drop_chain filter "$chain"
+    fi
+done
 if iptables -S CNI-FORWARD >/dev/null 2>&1 && only_fixed filter CNI-FORWARD "-j CNI-ADMIN" &&
     only_fixed filter CNI-ADMIN "^$"; then
     drop_chain filter CNI-FORWARD

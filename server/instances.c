@@ -591,18 +591,55 @@ json_t *instances_desired(struct server *srv, const char *node_id, struct sl_err
                      "images", wanted);
 }
 
+/* At most this many `oom` events per report: a loop that keeps running out
+ * of memory catches up over a few heartbeats instead of in one. */
+#define OOM_EVENTS_PER_REPORT 20
+
+/* One `oom` event per process the kernel killed. oom_kills counts since the
+ * container started (a new one starts at 0), so what is already recorded is
+ * the number of `oom` events since the instance's latest `running` event. */
+static int record_oom_kills(struct store *st, const char *id, int64_t oom_kills,
+                            struct sl_error *err)
+{
+    int64_t recorded;
+    int rc;
+    {
+        cleanup_rows struct db_rows *rows =
+            store_query(st,
+                        "SELECT COUNT(*) FROM events WHERE instance_id = ?1 AND kind = 'oom'"
+                        " AND seq > (SELECT COALESCE(MAX(seq), 0) FROM events"
+                        " WHERE instance_id = ?1 AND kind = 'running')",
+                        DB_ARGS(DB_TEXT(id)), err);
+        if (!rows || (rc = db_next(rows, err)) < 0)
+            return -1;
+        recorded = rc ? db_int(rows, 0) : 0;
+    }
+    for (int64_t n = recorded; n < oom_kills && n < recorded + OOM_EVENTS_PER_REPORT; n++) {
+        if (instance_event(st, id, "oom", "running", "node",
+                           "out of memory: a process went past the instance's memory limit and"
+                           " was killed",
+                           err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* One reported instance: moves the recorded state along when the node has
- * reached what was asked. */
+ * reached what was asked, and records processes killed for lack of memory.
+ * Fields: id, state (running|stopped|absent|failed), generation, message,
+ * and oom_kills (running only: the OOM killer's count since the container
+ * started, from its memory cgroup). */
 static int apply_one(struct server *srv, const char *node_id, json_t *rep, struct sl_error *err)
 {
     struct store *st = srv->store;
     const char *id = NULL, *state = NULL, *message = NULL;
-    int64_t generation = 0;
+    int64_t generation = 0, oom_kills = 0;
     const struct sl_json_field f[] = {
         { "id", SL_JSON_STRING, .required = true, .min_len = 1, .max_len = 64, .out = &id },
         { "state", SL_JSON_STRING, .required = true, .min_len = 1, .max_len = 16, .out = &state },
         { "generation", SL_JSON_INT, .min = 0, .max = INT64_MAX, .out = &generation },
         { "message", SL_JSON_STRING, .max_len = 500, .multiline = true, .out = &message },
+        { "oom_kills", SL_JSON_INT, .min = 0, .max = INT64_MAX, .out = &oom_kills },
     };
     char now_state[16], desired[16];
     int64_t want_generation;
@@ -641,8 +678,11 @@ static int apply_one(struct server *srv, const char *node_id, json_t *rep, struc
         next = "released";
         kind = "released";
     }
-    if (!next)
+    if (!next) {
+        if (oom_kills > 0 && strcmp(state, "running") == 0 && strcmp(now_state, "running") == 0)
+            return record_oom_kills(st, id, oom_kills, err);
         return 0;
+    }
     if (store_exec(st,
                    "UPDATE instances SET state = ?2, state_message = ?3, updated_at = ?4"
                    " WHERE id = ?1",

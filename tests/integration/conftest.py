@@ -240,7 +240,9 @@ class Node:
         # a relative --data-dir, as `make run` gives it (paths must still work)
         args = [SUANLI_NODE, "--data-dir", os.path.basename(self.data_dir),
                 "--server", self.server.url,
-                "--join", self.join_token, "--simulate-gpus", self.gpus,
+                "--join", self.join_token,
+                # gpus=None: the host's real GPUs through NVML (bench/gpu-check.sh)
+                *(["--simulate-gpus", self.gpus] if self.gpus else []),
                 "--address", "127.0.0.1", "--set", f"network.bridge={TEST_BRIDGE}",
                 "--set", f"network.subnet={TEST_SUBNET}", "--set", "stop_grace_ms=3000",
                 *self.extra]
