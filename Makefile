@@ -3,7 +3,7 @@
 
 BUILD   ?= build
 CC      ?= cc
-PKGS    := libmicrohttpd jansson libcurl sqlite3 libsodium yaml-0.1
+PKGS    := libmicrohttpd jansson libcurl sqlite3 libsodium yaml-0.1 libarchive
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wvla -Wwrite-strings -Wformat=2 \
            -Wno-format-nonliteral -Wno-format-truncation -Werror
 CFLAGS  ?= -O2 -g
@@ -110,6 +110,7 @@ bench:
 	@$(MAKE) --no-print-directory all
 	@bench/api.sh
 	@bench/instances.py
+	@bench/cycles.py
 
 install: all
 	install -m 0755 $(BUILD)/suanlid $(BUILD)/suanli /usr/local/bin/

@@ -109,7 +109,7 @@ extern const struct cli_command cmd_balance, cmd_ledger;
 extern const struct cli_command cmd_market, cmd_regions, cmd_gpu_models;
 extern const struct cli_command cmd_create, cmd_ls, cmd_show, cmd_events, cmd_stop, cmd_start,
     cmd_restart, cmd_release, cmd_ssh;
-extern const struct cli_command cmd_image_ls, cmd_admin_image_build;
+extern const struct cli_command cmd_image_ls, cmd_admin_image_build, cmd_admin_image_import;
 extern const struct cli_command cmd_admin_node_ls, cmd_admin_node_show, cmd_admin_join_token_create,
     cmd_admin_join_token_ls, cmd_admin_join_token_rm;
 extern const struct cli_command cmd_admin_user_ls, cmd_admin_credit, cmd_admin_verification_ls,

@@ -7,6 +7,9 @@
 #include "../lib/xalloc.h"
 
 #include <curl/curl.h>
+#include <sodium.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -197,4 +200,172 @@ char *client_escape(const char *s)
 
     curl_free(e);
     return copy;
+}
+
+struct download {
+    FILE *file;
+    crypto_hash_sha256_state sha;
+    long status;
+    CURL *curl;
+    struct sl_buf error_body;
+};
+
+static size_t download_write(char *data, size_t size, size_t n, void *userdata)
+{
+    struct download *d = userdata;
+
+    if (!d->status)
+        curl_easy_getinfo(d->curl, CURLINFO_RESPONSE_CODE, &d->status);
+    if (d->status < 200 || d->status > 299) {
+        if (d->error_body.len < 65536)
+            sl_buf_add(&d->error_body, data, size * n);
+        return size * n;
+    }
+    crypto_hash_sha256_update(&d->sha, (const unsigned char *)data, size * n);
+    return fwrite(data, size, n, d->file) == n ? size * n : 0;
+}
+
+static CURL *prepare(struct client *c, const char *url, struct curl_slist **headers,
+                     char *curl_error, struct sl_error *err)
+{
+    if (!c->curl && !(c->curl = curl_easy_init())) {
+        sl_fail(err, SL_E_INTERNAL, "curl", "unable to start libcurl");
+        return NULL;
+    }
+    curl_easy_reset(c->curl);
+    if (c->token) {
+        cleanup_free char *h = xasprintf("Authorization: Bearer %s", c->token);
+        *headers = curl_slist_append(*headers, h);
+    }
+    curl_easy_setopt(c->curl, CURLOPT_URL, url);
+    curl_easy_setopt(c->curl, CURLOPT_USERAGENT, "suanli-cli");
+    curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, curl_error);
+    curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT, CONNECT_TIMEOUT_S);
+    /* no overall limit for archives; a transfer stalled for a minute fails */
+    curl_easy_setopt(c->curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(c->curl, CURLOPT_LOW_SPEED_TIME, 60L);
+    curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c->curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    return c->curl;
+}
+
+int client_download(struct client *c, const char *path, const char *dest, char *sha256_hex,
+                    struct sl_error *err)
+{
+    cleanup_free char *url = xasprintf("%s%s", c->server, path);
+    __attribute__((cleanup(cleanup_slist))) struct curl_slist *headers = NULL;
+    char curl_error[CURL_ERROR_SIZE] = "";
+    struct download d = { 0 };
+    unsigned char digest[crypto_hash_sha256_BYTES];
+    CURL *curl = prepare(c, url, &headers, curl_error, err);
+
+    if (!curl)
+        return -1;
+    d.curl = curl;
+    d.file = fopen(dest, "we");
+    if (!d.file)
+        return sl_fail_errno(err, "unable to create '%s'", dest);
+    fchmod(fileno(d.file), 0600);
+    crypto_hash_sha256_init(&d.sha);
+    sl_buf_init(&d.error_body);
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, download_write);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &d);
+    CURLcode rc = curl_easy_perform(curl);
+    int closed = fclose(d.file);
+    if (rc == CURLE_OK && !d.status)
+        curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &d.status);
+    if (rc != CURLE_OK || closed != 0 || d.status < 200 || d.status > 299) {
+        unlink(dest);
+        int r = rc != CURLE_OK
+                    ? sl_fail(err, SL_E_UNAVAILABLE, "unreachable", "download of '%s' failed: %s",
+                              url, curl_error[0] ? curl_error : curl_easy_strerror(rc))
+                : closed != 0
+                    ? sl_fail_errno(err, "unable to write '%s'", dest)
+                    : fail_http(d.status, "GET", url, d.error_body.data, d.error_body.len, err);
+        sl_buf_release(&d.error_body);
+        return r;
+    }
+    sl_buf_release(&d.error_body);
+    crypto_hash_sha256_final(&d.sha, digest);
+    if (sha256_hex)
+        sodium_bin2hex(sha256_hex, 65, digest, sizeof(digest));
+    return 0;
+}
+
+struct upload_progress {
+    bool show;
+    int last_percent;
+};
+
+static int show_progress(void *p, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                         curl_off_t ulnow)
+{
+    struct upload_progress *up = p;
+    (void)dltotal;
+    (void)dlnow;
+
+    if (!up->show || ultotal <= 0)
+        return 0;
+    int percent = (int)(ulnow * 100 / ultotal);
+    if (percent != up->last_percent) {
+        up->last_percent = percent;
+        fprintf(stderr, "\ruploading: %3d%% of %.1f MiB", percent, (double)ultotal / 1048576.0);
+        if (percent == 100)
+            fputc('\n', stderr);
+    }
+    return 0;
+}
+
+int client_upload(struct client *c, const char *method, const char *path, const char *src,
+                  bool progress, json_t **out, struct sl_error *err)
+{
+    cleanup_free char *url = xasprintf("%s%s", c->server, path);
+    __attribute__((cleanup(cleanup_slist))) struct curl_slist *headers = NULL;
+    char curl_error[CURL_ERROR_SIZE] = "";
+    cleanup_fclose FILE *file = fopen(src, "re");
+    struct upload_progress up = { progress, -1 };
+    struct stat st;
+    struct sl_buf answer;
+    long status = 0;
+
+    *out = NULL;
+    if (!file || fstat(fileno(file), &st) < 0)
+        return sl_fail_errno(err, "unable to read '%s'", src);
+    if (!S_ISREG(st.st_mode))
+        return sl_fail(err, SL_E_INVALID, "not_a_file",
+                       "'%s' is not a file: tar an OCI layout directory first", src);
+    CURL *curl = prepare(c, url, &headers, curl_error, err);
+    if (!curl)
+        return -1;
+    headers = curl_slist_append(headers, "Content-Type: application/octet-stream");
+    headers = curl_slist_append(headers, "Accept: application/json");
+    headers = curl_slist_append(headers, "Expect:");
+    sl_buf_init(&answer);
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(curl, CURLOPT_READDATA, file);
+    curl_easy_setopt(curl, CURLOPT_INFILESIZE_LARGE, (curl_off_t)st.st_size);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &answer);
+    curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, show_progress);
+    curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &up);
+    CURLcode rc = curl_easy_perform(curl);
+    if (rc != CURLE_OK) {
+        sl_buf_release(&answer);
+        return sl_fail(err, SL_E_UNAVAILABLE, "unreachable",
+                       "unable to send '%s' to '%s' (%s): check --server or SUANLI_URL", src,
+                       c->server, curl_error[0] ? curl_error : curl_easy_strerror(rc));
+    }
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+    if (status < 200 || status > 299) {
+        int r = fail_http(status, method, url, answer.data, answer.len, err);
+        sl_buf_release(&answer);
+        return r;
+    }
+    *out = answer.len ? json_loadb(answer.data, answer.len, 0, NULL) : NULL;
+    sl_buf_release(&answer);
+    return 0;
 }

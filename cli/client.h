@@ -4,6 +4,7 @@
 #define SUANLI_CLIENT_H
 
 #include <jansson.h>
+#include <stdbool.h>
 
 #include "../lib/error.h"
 
@@ -30,6 +31,19 @@ int client_request(struct client *c, const char *method, const char *path, json_
  * may already hold a query string. Returns a new {"items": [...],
  * "next_cursor": null} object, or NULL with err filled. */
 json_t *client_list(struct client *c, const char *path, size_t page_size, struct sl_error *err);
+
+/* GETs path into the file dest (made 0600, replaced when it exists) and, when
+ * sha256_hex (65 bytes) is not NULL, the SHA-256 of what arrived. An error
+ * answer fails like client_request and leaves no file. No overall timeout:
+ * archives are large; a transfer stalled for a minute fails. */
+int client_download(struct client *c, const char *path, const char *dest, char *sha256_hex,
+                    struct sl_error *err);
+
+/* Sends the file src as the body of METHOD path (application/octet-stream),
+ * with a progress line on stderr when progress is set; *out as in
+ * client_request. */
+int client_upload(struct client *c, const char *method, const char *path, const char *src,
+                  bool progress, json_t **out, struct sl_error *err);
 
 /* A newly allocated, URL-escaped copy of s for a path segment or query. */
 char *client_escape(const char *s);

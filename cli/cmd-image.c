@@ -1,6 +1,7 @@
 /* image ls, admin image build: the root filesystems an instance starts from. */
 #include "cli.h"
 
+#include "../lib/buf.h"
 #include "../lib/cleanup.h"
 #include "../lib/json.h"
 #include "../lib/xalloc.h"
@@ -136,6 +137,71 @@ const struct cli_command cmd_image_ls = {
     .usage = "",
     .summary = "list the images an instance can start from",
     .run = run_image_ls,
+};
+
+static int run_image_import(struct cli *cli, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "name", required_argument, NULL, 'n' },
+        { "region", required_argument, NULL, 'r' },
+        { "kind", required_argument, NULL, 'k' },
+        { "description", required_argument, NULL, 'd' },
+        { 0 },
+    };
+    struct sl_error err = SL_ERROR_INIT;
+    const char *name = NULL, *region = NULL, *kind = NULL, *description = NULL;
+    int c, status;
+
+    while ((c = cli_getopt(argc, argv, opts)) != -1) {
+        if (c == 'n')
+            name = optarg;
+        else if (c == 'r')
+            region = optarg;
+        else if (c == 'k')
+            kind = optarg;
+        else if (c == 'd')
+            description = optarg;
+        else
+            return cli_usage_error(cli, "bad option");
+    }
+    if ((status = cli_positionals(cli, argc, argv, 1)))
+        return status;
+    if (!name)
+        return cli_usage_error(cli, "--name NAME is required");
+    if ((status = cli_need_token(cli)))
+        return status;
+    struct sl_buf path;
+    sl_buf_init(&path);
+    cleanup_free char *ename = client_escape(name);
+    sl_buf_addf(&path, "/v1/admin/images/%s/archive?", ename);
+    const char *keys[] = { "region", "kind", "description" };
+    const char *values[] = { region, kind, description };
+    for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+        if (!values[i])
+            continue;
+        cleanup_free char *v = client_escape(values[i]);
+        sl_buf_addf(&path, "%s=%s&", keys[i], v);
+    }
+    cleanup_json json_t *img = NULL;
+    int rc = client_upload(&cli->client, "PUT", path.data, argv[optind], isatty(2), &img, &err);
+    sl_buf_release(&path);
+    if (rc < 0)
+        return cli_fail(&err);
+    if (cli->output == OUTPUT_JSON) {
+        output_json(stdout, img);
+        return CLI_EXIT_OK;
+    }
+    printf("uploaded image %s (sha256 %.12s): the nodes of %s fetch and import it\n", name,
+           jstr(img, "sha256") ? jstr(img, "sha256") : "?", region ? region : "every region");
+    fputs("follow it with suanli image ls\n", stderr);
+    return CLI_EXIT_OK;
+}
+
+const struct cli_command cmd_admin_image_import = {
+    .name = "admin image import",
+    .usage = "FILE --name NAME [--region R] [--kind base|framework] [--description TEXT]",
+    .summary = "upload an image: a rootfs tarball, a docker save tarball or a tarred OCI layout",
+    .run = run_image_import,
 };
 
 const struct cli_command cmd_admin_image_build = {

@@ -56,6 +56,7 @@ static const struct cli_command *const commands[] = {
     &cmd_admin_price_ls,
     &cmd_admin_price_set,
     &cmd_admin_image_build,
+    &cmd_admin_image_import,
     &cmd_admin_node_ls,
     &cmd_admin_node_show,
     &cmd_admin_join_token_create,

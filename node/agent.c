@@ -12,6 +12,7 @@
 #include "../lib/xalloc.h"
 #include "cgroup.h"
 #include "fsutil.h"
+#include "image-import.h"
 #include "image.h"
 
 #include <arpa/inet.h>
@@ -318,7 +319,37 @@ static json_t *report_one(struct agent *a, json_t *d)
 struct build_job {
     struct agent *agent;
     char name[IMAGE_NAME_MAX + 1];
+    char sha256[65]; /* an uploaded archive to fetch, else "" (build the recipe) */
 };
+
+/* Fetches an archive an admin uploaded to suanlid, checks its digest and
+ * imports it (image-import.h: rootfs tarball, docker save or OCI layout). */
+static int fetch_and_import(struct agent *a, const struct build_job *job, struct sl_error *err)
+{
+    cleanup_free char *dir = xasprintf("%s/downloads", a->cfg->data_dir);
+    cleanup_free char *file = xasprintf("%s/%s.part", dir, job->sha256);
+    cleanup_free char *path = xasprintf("/v1/nodes/%s/uploads/%s", a->node_id, job->sha256);
+    struct client c;
+    char got[65];
+    int rc;
+
+    if (fs_mkdir_p(dir, 0700, err) < 0)
+        return -1;
+    client_init(&c, a->cfg->server, a->token); /* a handle of its own: another thread */
+    rc = client_download(&c, path, file, got, err);
+    client_release(&c);
+    if (rc < 0)
+        return -1;
+    if (strcmp(got, job->sha256) != 0) {
+        unlink(file);
+        return sl_fail(err, SL_E_INVALID, "bad_digest",
+                       "the archive arrived with SHA-256 %s, not %s: upload it again", got,
+                       job->sha256);
+    }
+    rc = image_import(a->cfg->data_dir, file, job->name, err);
+    unlink(file);
+    return rc;
+}
 
 static void *build_image(void *p)
 {
@@ -326,8 +357,14 @@ static void *build_image(void *p)
     struct agent *a = job->agent;
     struct sl_error err = SL_ERROR_INIT;
 
-    log_info("agent: building image %s with mmdebstrap", job->name);
-    int rc = image_build_default(a->cfg->data_dir, job->name, "bookworm", &err);
+    int rc;
+    if (job->sha256[0]) {
+        log_info("agent: fetching image %s (%.12s)", job->name, job->sha256);
+        rc = fetch_and_import(a, job, &err);
+    } else {
+        log_info("agent: building image %s with mmdebstrap", job->name);
+        rc = image_build_default(a->cfg->data_dir, job->name, "bookworm", &err);
+    }
     pthread_mutex_lock(&a->lock);
     if (rc < 0) {
         cleanup_free char *msg = xasprintf("failed: %s", err.message);
@@ -365,8 +402,12 @@ static void converge_images(struct agent *a, json_t *wanted)
         if (known)
             continue;
         struct build_job *job = xzalloc(sizeof(*job));
+        const char *recipe = json_string_value(json_object_get(w, "recipe"));
+        const char *sha = json_string_value(json_object_get(w, "sha256"));
         job->agent = a;
         snprintf(job->name, sizeof(job->name), "%s", name);
+        if (recipe && strcmp(recipe, "upload") == 0 && sha && strlen(sha) == 64)
+            snprintf(job->sha256, sizeof(job->sha256), "%s", sha);
         pthread_t t;
         pthread_create(&t, NULL, build_image, job);
         pthread_detach(t);
@@ -401,8 +442,9 @@ static json_t *images_report(struct agent *a)
         cleanup_free char *name = xstrndup(e->d_name, n - 5);
         if (image_load(a->cfg->data_dir, name, &img, NULL) < 0)
             continue;
-        json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:s, s:I}", "name", name, "state",
-                                             "ready", "os", img.os, "python", img.python,
+        json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I}", "name", name,
+                                             "state", "ready", "os", img.os, "python", img.python,
+                                             "cuda", img.cuda, "framework", img.framework,
                                              "size_bytes", (json_int_t)img.size_bytes));
         image_release(&img);
     }

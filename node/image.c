@@ -1,4 +1,6 @@
 #include "image.h"
+#include "image-layer.h"
+#include "image-meta.h"
 #include "fsutil.h"
 #include "../lib/buf.h"
 #include "../lib/cleanup.h"
@@ -10,7 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <sodium.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -48,6 +50,11 @@ void image_release(struct image *img)
     free(img->layers);
     free(img->os);
     free(img->python);
+    free(img->cuda);
+    free(img->framework);
+    for (size_t i = 0; i < img->n_env; i++)
+        free(img->env[i]);
+    free(img->env);
     *img = (struct image){ 0 };
 }
 
@@ -69,35 +76,6 @@ char *image_layer_rootfs(const char *data_dir, const char *digest)
     return xasprintf("%s/layers/sha256/%s/rootfs", data_dir, digest);
 }
 
-static int file_sha256(const char *path, char hex[IMAGE_DIGEST_HEX], uint64_t *size,
-                       struct sl_error *err)
-{
-    cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return sl_fail_errno(err, "unable to open '%s'", path);
-    crypto_hash_sha256_state st;
-    crypto_hash_sha256_init(&st);
-    static unsigned char chunk[1 << 20];
-    uint64_t total = 0;
-    for (;;) {
-        ssize_t r = read(fd, chunk, sizeof(chunk));
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            return sl_fail_errno(err, "unable to read '%s'", path);
-        }
-        if (r == 0)
-            break;
-        crypto_hash_sha256_update(&st, chunk, (unsigned long long)r);
-        total += (uint64_t)r;
-    }
-    unsigned char out[crypto_hash_sha256_BYTES];
-    crypto_hash_sha256_final(&st, out);
-    sodium_bin2hex(hex, IMAGE_DIGEST_HEX, out, sizeof(out));
-    *size = total;
-    return 0;
-}
-
 static int write_json(const char *path, json_t *obj, struct sl_error *err)
 {
     cleanup_free char *text = json_dumps(obj, JSON_INDENT(2) | JSON_SORT_KEYS);
@@ -108,110 +86,35 @@ static int write_json(const char *path, json_t *obj, struct sl_error *err)
     return fs_write_file(path, text, len + 1, 0644, err);
 }
 
-/* Unpacks into tmp and moves it to final; the caller cleans tmp up. */
-static int unpack_layer(const char *tar_path, const char *digest, uint64_t size, const char *tmp,
-                        const char *final, const char *done, struct sl_error *err)
-{
-    cleanup_free char *tmp_rootfs = xasprintf("%s/rootfs", tmp);
-    if (fs_remove_tree(tmp, err) < 0 || fs_mkdir_p(tmp_rootfs, 0755, err) < 0)
-        return -1;
-
-    const char *argv[] = { "tar",
-                           "--numeric-owner",
-                           "--same-permissions",
-                           "--xattrs",
-                           "--xattrs-include=*",
-                           "-C",
-                           tmp_rootfs,
-                           "-xf",
-                           tar_path,
-                           NULL };
-    if (sl_run(argv, NULL, err) < 0) {
-        sl_error_prefix(err, "unpack '%s'", tar_path);
-        return -1;
-    }
-
-    cleanup_json json_t *meta =
-        json_pack("{s:s, s:I, s:s, s:I}", "digest", digest, "size_bytes", (json_int_t)size,
-                  "source", tar_path, "imported_at", (json_int_t)time(NULL));
-    cleanup_free char *meta_path = xasprintf("%s/layer.json", tmp);
-    if (write_json(meta_path, meta, err) < 0)
-        return -1;
-    if (chmod(tmp, 0555) < 0)
-        return sl_fail_errno(err, "unable to make '%s' read-only", tmp);
-    if (rename(tmp, final) < 0) {
-        /* Someone else imported the same tarball meanwhile. */
-        if ((errno == EEXIST || errno == ENOTEMPTY) && access(done, F_OK) == 0)
-            return 0;
-        return sl_fail_errno(err, "unable to move layer into '%s'", final);
-    }
-    return 0;
-}
-
 int image_layer_import(const char *data_dir, const char *tar_path, char digest[IMAGE_DIGEST_HEX],
                        struct sl_error *err)
 {
-    uint64_t size = 0;
-    if (file_sha256(tar_path, digest, &size, err) < 0)
+    cleanup_close int fd = open(tar_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return sl_fail_errno(err, "unable to open '%s'", tar_path);
+    if (image_layer_digest(fd, tar_path, digest, err) < 0)
         return -1;
-
-    cleanup_free char *store = xasprintf("%s/layers/sha256", data_dir);
-    cleanup_free char *final = xasprintf("%s/%s", store, digest);
-    cleanup_free char *done = xasprintf("%s/layer.json", final);
-    if (access(done, F_OK) == 0)
+    if (image_layer_present(data_dir, digest))
         return 0;
-    cleanup_free char *tmp = xasprintf("%s/layers/tmp/%s.%d", data_dir, digest, (int)getpid());
-    if (fs_mkdir_p(store, 0700, err) < 0)
+    if (lseek(fd, 0, SEEK_SET) < 0)
+        return sl_fail_errno(err, "unable to read '%s' again", tar_path);
+    struct image_layer layer;
+    if (image_layer_extract(data_dir, fd, 0, tar_path, "rootfs tarball", &layer, err) < 0)
         return -1;
-    int rc = unpack_layer(tar_path, digest, size, tmp, final, done, err);
-    struct sl_error ignored = SL_ERROR_INIT;
-    fs_remove_tree(tmp, &ignored);
-    return rc;
-}
-
-/* "../lib/os-release" from /etc is /usr/lib/os-release: fold "x/../". */
-static void fold_dotdot(char *p)
-{
-    char *q;
-    while ((q = strstr(p, "/../"))) {
-        char *prev = q;
-        while (prev > p && prev[-1] != '/')
-            prev--;
-        if (prev == p) {
-            memmove(p, q + 3, strlen(q + 3) + 1);
-            continue;
-        }
-        memmove(prev, q + 4, strlen(q + 4) + 1);
+    if (image_layer_commit(data_dir, &layer, tar_path, err) < 0) {
+        image_layer_discard(data_dir, &layer);
+        return -1;
     }
+    memcpy(digest, layer.digest, IMAGE_DIGEST_HEX);
+    return 0;
 }
 
-/* Opens path inside a layer without leaving it: an absolute symlink (Debian's
- * /etc/os-release -> ../usr/lib/os-release is relative, but images vary) is
- * resolved against the layer's root, not the host's. */
+/* A file of the layer, symlinks resolved inside it (Debian's
+ * /etc/os-release -> ../usr/lib/os-release is relative, but images vary). */
 static char *read_in_layer(const char *rootfs, const char *path, size_t max_len)
 {
-    char rel[PATH_MAX];
-    snprintf(rel, sizeof(rel), "%s", path);
-    for (int hops = 0; hops < 8; hops++) {
-        cleanup_free char *full = xasprintf("%s%s", rootfs, rel);
-        char target[PATH_MAX];
-        ssize_t n = readlink(full, target, sizeof(target) - 1);
-        if (n < 0) {
-            struct sl_error ignored = SL_ERROR_INIT;
-            return fs_read_file(full, max_len, NULL, &ignored);
-        }
-        target[n] = '\0';
-        if (target[0] == '/') {
-            snprintf(rel, sizeof(rel), "%s", target);
-        } else {
-            char *slash = strrchr(rel, '/');
-            char dir[PATH_MAX];
-            snprintf(dir, sizeof(dir), "%.*s", (int)(slash - rel), rel);
-            snprintf(rel, sizeof(rel), "%s/%s", dir, target);
-        }
-        fold_dotdot(rel);
-    }
-    return NULL;
+    bool hidden;
+    return image_meta_read(rootfs, path, max_len, &hidden);
 }
 
 static char *os_release_name(const char *rootfs)
@@ -240,19 +143,25 @@ static char *os_release_name(const char *rootfs)
  * /usr/lib/python3.N directory. */
 static char *python_version(const char *rootfs)
 {
-    cleanup_free char *bin = xasprintf("%s/usr/bin/python3", rootfs);
+    cleanup_close int root = open(rootfs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (root < 0)
+        return NULL;
+    cleanup_close int bin = image_open_in_root(root, "/usr/bin/python3", O_PATH | O_NOFOLLOW);
     char target[PATH_MAX];
-    ssize_t n = readlink(bin, target, sizeof(target) - 1);
+    ssize_t n = bin < 0 ? -1 : readlinkat(bin, "", target, sizeof(target) - 1);
     if (n > 0) {
         target[n] = '\0';
         const char *base = strrchr(target, '/') ? strrchr(target, '/') + 1 : target;
         if (strncmp(base, "python3.", 8) == 0)
             return xstrdup(base + 6);
     }
-    cleanup_free char *lib = xasprintf("%s/usr/lib", rootfs);
-    DIR *d = opendir(lib);
-    if (!d)
+    int lib = image_open_in_root(root, "/usr/lib", O_RDONLY | O_DIRECTORY);
+    DIR *d = lib < 0 ? NULL : fdopendir(lib);
+    if (!d) {
+        if (lib >= 0)
+            close(lib);
         return NULL;
+    }
     long best = -1;
     struct dirent *e;
     while ((e = readdir(d))) {
@@ -270,52 +179,88 @@ static char *python_version(const char *rootfs)
 int image_save(const char *data_dir, const char *name, const char *const *layers, size_t n_layers,
                struct sl_error *err)
 {
-    if (!image_name_valid(name))
-        return sl_fail(err, SL_E_INVALID, "invalid_image_name",
-                       "image name '%s' is not valid: use a-z, 0-9, '.', '_' and '-'", name);
-    if (n_layers == 0)
-        return sl_fail(err, SL_E_INVALID, "no_layers", "image '%s' has no layers", name);
+    return image_save_config(data_dir, name, layers, n_layers, NULL, 0, err);
+}
 
-    cleanup_free char *os = NULL, *python = NULL;
-    json_t *arr = json_array();
-    json_int_t size = 0;
+/* Checks the layers and reads what the image holds from their files. */
+static int read_layers(const char *data_dir, const char *const *layers, size_t n_layers,
+                       char **rootfs, char **os, char **python, json_int_t *size,
+                       struct sl_error *err)
+{
     for (size_t i = 0; i < n_layers; i++) {
-        if (!digest_valid(layers[i])) {
-            json_decref(arr);
+        if (!digest_valid(layers[i]))
             return sl_fail(err, SL_E_INVALID, "invalid_layer", "'%s' is not a layer digest",
                            layers[i]);
-        }
-        cleanup_free char *rootfs = image_layer_rootfs(data_dir, layers[i]);
+        rootfs[i] = image_layer_rootfs(data_dir, layers[i]);
         cleanup_free char *meta_path =
             xasprintf("%s/layers/sha256/%s/layer.json", data_dir, layers[i]);
         json_error_t jerr;
         cleanup_json json_t *meta = json_load_file(meta_path, 0, &jerr);
-        if (!meta) {
-            json_decref(arr);
+        if (!meta)
             return sl_fail(err, SL_E_NOT_FOUND, "unknown_layer", "no layer '%s' on this node",
                            layers[i]);
-        }
-        size += json_integer_value(json_object_get(meta, "size_bytes"));
-        if (!os)
-            os = os_release_name(rootfs);
-        if (!python)
-            python = python_version(rootfs);
-        json_array_append_new(arr, json_string(layers[i]));
+        *size += json_integer_value(json_object_get(meta, "size_bytes"));
+        if (!*os)
+            *os = os_release_name(rootfs[i]);
+        if (!*python)
+            *python = python_version(rootfs[i]);
     }
+    return 0;
+}
+
+static int write_image(const char *data_dir, const char *name, const char *const *layers,
+                       size_t n_layers, const char *const *rootfs, const char *os,
+                       const char *python, json_int_t size, const char *const *env, size_t n_env,
+                       struct sl_error *err)
+{
+    cleanup_free char *cuda = image_meta_cuda(rootfs, n_layers, env, n_env);
+    cleanup_free char *framework = image_meta_frameworks(rootfs, n_layers);
+    json_t *arr = json_array(), *vars = json_array();
+    for (size_t i = 0; i < n_layers; i++)
+        json_array_append_new(arr, json_string(layers[i]));
+    for (size_t i = 0; i < n_env; i++)
+        json_array_append_new(vars, json_string(env[i]));
 
     char now[64];
     time_t t = time(NULL);
     struct tm tm;
     gmtime_r(&t, &tm);
     strftime(now, sizeof(now), "%Y-%m-%dT%H:%M:%SZ", &tm);
-    cleanup_json json_t *obj =
-        json_pack("{s:s, s:o, s:s, s:s, s:I, s:s}", "name", name, "layers", arr, "os", os ? os : "",
-                  "python", python ? python : "", "size_bytes", size, "created_at", now);
+    cleanup_json json_t *obj = json_pack(
+        "{s:s, s:o, s:s, s:s, s:s, s:s, s:o, s:I, s:s}", "name", name, "layers", arr, "os",
+        os ? os : "", "python", python ? python : "", "cuda", cuda ? cuda : "", "framework",
+        framework ? framework : "", "env", vars, "size_bytes", size, "created_at", now);
     cleanup_free char *dir = xasprintf("%s/images", data_dir);
     cleanup_free char *path = xasprintf("%s/%s.json", dir, name);
+    if (!obj)
+        return sl_fail(err, SL_E_INTERNAL, "internal", "BUG: unable to describe image '%s'", name);
     if (fs_mkdir_p(dir, 0755, err) < 0)
         return -1;
     return write_json(path, obj, err);
+}
+
+int image_save_config(const char *data_dir, const char *name, const char *const *layers,
+                      size_t n_layers, const char *const *env, size_t n_env, struct sl_error *err)
+{
+    if (!image_name_valid(name))
+        return sl_fail(err, SL_E_INVALID, "invalid_image_name",
+                       "image name '%s' is not valid: use a-z, 0-9, '.', '_' and '-'", name);
+    if (n_layers == 0)
+        return sl_fail(err, SL_E_INVALID, "no_layers", "image '%s' has no layers", name);
+
+    char *os = NULL, *python = NULL;
+    char **rootfs = xcalloc(n_layers, sizeof(char *));
+    json_int_t size = 0;
+    int rc = read_layers(data_dir, layers, n_layers, rootfs, &os, &python, &size, err);
+    if (rc == 0)
+        rc = write_image(data_dir, name, layers, n_layers, (const char *const *)rootfs, os, python,
+                         size, env, n_env, err);
+    for (size_t i = 0; i < n_layers; i++)
+        free(rootfs[i]);
+    free(rootfs);
+    free(os);
+    free(python);
+    return rc;
 }
 
 int image_load(const char *data_dir, const char *name, struct image *img, struct sl_error *err)
@@ -347,10 +292,22 @@ int image_load(const char *data_dir, const char *name, struct image *img, struct
         }
         img->layers[i] = xstrdup(d);
     }
-    const char *os = json_string_value(json_object_get(obj, "os"));
-    const char *py = json_string_value(json_object_get(obj, "python"));
-    img->os = xstrdup(os ? os : "");
-    img->python = xstrdup(py ? py : "");
+    /* images saved before cuda, framework and env existed lack them */
+    static const size_t fields[] = { offsetof(struct image, os), offsetof(struct image, python),
+                                     offsetof(struct image, cuda),
+                                     offsetof(struct image, framework) };
+    static const char *const keys[] = { "os", "python", "cuda", "framework" };
+    for (size_t i = 0; i < ARRAY_SIZE(fields); i++) {
+        const char *v = json_string_value(json_object_get(obj, keys[i]));
+        *(char **)((char *)img + fields[i]) = xstrdup(v ? v : "");
+    }
+    json_t *env = json_object_get(obj, "env");
+    img->env = xcalloc(json_array_size(env) + 1, sizeof(char *));
+    for (size_t i = 0; i < json_array_size(env); i++) {
+        const char *v = json_string_value(json_array_get(env, i));
+        if (v)
+            img->env[img->n_env++] = xstrdup(v);
+    }
     img->size_bytes = (uint64_t)json_integer_value(json_object_get(obj, "size_bytes"));
     return 0;
 }

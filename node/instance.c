@@ -23,11 +23,24 @@ static char *path_in(const struct node_host *host, const char *id, const char *n
     return xasprintf("%s/instances/%s/%s", host->data_dir, id, name);
 }
 
+/* Made under another name and renamed into place: an agent killed during
+ * mkfs leaves no half-made disk that the next start would take for a real
+ * one (and fail to mount, every time). */
 static int create_disk(const char *path, unsigned gib, struct sl_error *err)
 {
     if (access(path, F_OK) == 0)
         return 0;
-    return disk_create(path, gib, err);
+    cleanup_free char *tmp = xasprintf("%s.new", path);
+    if (unlink(tmp) < 0 && errno != ENOENT)
+        return sl_fail_errno(err, "unable to remove '%s'", tmp);
+    if (disk_create(tmp, gib, err) < 0)
+        return -1;
+    if (rename(tmp, path) < 0) {
+        sl_fail_errno(err, "unable to rename '%s'", tmp);
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
 }
 
 int instance_create_disks(const struct node_host *host, const struct instance_spec *spec,
@@ -54,12 +67,21 @@ static int mount_root(const struct node_host *host, const struct instance_spec *
     if (image_load(host->data_dir, spec->image, &img, err) < 0)
         return -1;
     char **lowers = xcalloc(img.n_layers, sizeof(char *));
-    for (size_t i = 0; i < img.n_layers; i++)
+    int rc = 0;
+    for (size_t i = 0; i < img.n_layers; i++) {
         lowers[i] = image_layer_rootfs(host->data_dir, img.layers[i]);
+        /* overlayfs would only say ENOENT */
+        if (rc == 0 && access(lowers[i], F_OK) != 0)
+            rc = sl_fail(err, SL_E_UNAVAILABLE, "image_layer_missing",
+                         "image '%s' lacks its layer sha256:%s on this host (%s): the operator "
+                         "must import the image again",
+                         spec->image, img.layers[i], strerror(errno));
+    }
     cleanup_free char *upper = path_in(host, spec->id, "sys/upper");
     cleanup_free char *work = path_in(host, spec->id, "sys/work");
     cleanup_free char *rootfs = path_in(host, spec->id, "rootfs");
-    int rc = rootfs_mount((const char *const *)lowers, img.n_layers, upper, work, rootfs, err);
+    if (rc == 0)
+        rc = rootfs_mount((const char *const *)lowers, img.n_layers, upper, work, rootfs, err);
     for (size_t i = 0; i < img.n_layers; i++)
         free(lowers[i]);
     free(lowers);

@@ -1,6 +1,8 @@
 /* suanli-node: the agent on each GPU host. */
 #include "agent.h"
 #include "fsutil.h"
+#include "image-import.h"
+#include "image.h"
 
 #include "../lib/config.h"
 #include "../lib/crypto.h"
@@ -17,9 +19,79 @@ static const char usage[] =
     "usage: suanli-node [--data-dir DIR] [--server URL] [--join TOKEN] [--config FILE]\n"
     "                   [--simulate-gpus \"8:RTX 4090\"] [--address HOST] [--set NAME=VALUE]...\n"
     "                   [--help-config]\n"
+    "       suanli-node image import FILE NAME [--data-dir DIR]\n"
     "\n"
     "The agent of a GPU host: enrolls with a join token once, then keeps the host's\n"
-    "instances as suanlid wants them. Stopping or killing it never stops an instance.\n";
+    "instances as suanlid wants them. Stopping or killing it never stops an instance.\n"
+    "\n"
+    "`image import` adds an image to this host's store and exits: FILE is a rootfs\n"
+    "tarball (plain, gzip, zstd, xz), a `docker save` tarball or an OCI image layout\n"
+    "(a directory or a tar of one). The running agent reports it to suanlid.\n";
+
+static const char image_usage[] = "usage: suanli-node image import FILE NAME [--data-dir DIR]\n";
+
+/* `suanli-node image import FILE NAME`: a local command for the operator,
+ * run instead of the agent. */
+static int image_command(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        { "data-dir", required_argument, NULL, 'd' },
+        { "help", no_argument, NULL, 'h' },
+        { 0 },
+    };
+    struct agent_config cfg = { 0 };
+    struct sl_error err = SL_ERROR_INIT;
+    const char *data_dir = NULL;
+    int opt;
+
+    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'd':
+            data_dir = optarg;
+            break;
+        case 'h':
+            fputs(image_usage, stdout);
+            return 0;
+        default:
+            fputs(image_usage, stderr);
+            return 2;
+        }
+    }
+    /* argv is "image" then, options moved first: import FILE NAME */
+    if (argc - optind != 3 || strcmp(argv[optind], "import") != 0) {
+        fputs(image_usage, stderr);
+        return 2;
+    }
+    const char *file = argv[optind + 1], *name = argv[optind + 2];
+    if (sl_config_defaults(agent_options, agent_options_count, &cfg, &err) < 0 ||
+        (data_dir &&
+         sl_config_set(agent_options, agent_options_count, &cfg, "data_dir", data_dir, &err) < 0)) {
+        fprintf(stderr, "suanli-node: %s\n", err.message);
+        return 1;
+    }
+    int rc = 1;
+    char *absolute = NULL;
+    if (fs_mkdir_p(cfg.data_dir, 0700, &err) < 0 || !(absolute = realpath(cfg.data_dir, NULL)))
+        fprintf(stderr, "suanli-node: data directory '%s': %s\n", cfg.data_dir,
+                err.message[0] ? err.message : strerror(errno));
+    else if (sl_crypto_init(&err) < 0 || image_import(absolute, file, name, &err) < 0)
+        fprintf(stderr, "suanli-node: %s\n", err.message);
+    else {
+        struct image img;
+        if (image_load(absolute, name, &img, &err) == 0) {
+            printf("imported image '%s': %zu layer%s, %.1f MiB\n", name, img.n_layers,
+                   img.n_layers == 1 ? "" : "s", (double)img.size_bytes / (1024.0 * 1024.0));
+            printf("  os: %s\n  python: %s\n  cuda: %s\n  framework: %s\n",
+                   img.os[0] ? img.os : "-", img.python[0] ? img.python : "-",
+                   img.cuda[0] ? img.cuda : "-", img.framework[0] ? img.framework : "-");
+            image_release(&img);
+        }
+        rc = 0;
+    }
+    free(absolute);
+    sl_config_release(agent_options, agent_options_count, &cfg);
+    return rc;
+}
 
 static volatile bool stopping;
 
@@ -54,6 +126,8 @@ int main(int argc, char **argv)
     size_t n_sets = 0;
     int opt;
 
+    if (argc > 1 && strcmp(argv[1], "image") == 0)
+        return image_command(argc - 1, argv + 1);
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (opt) {
         case 'd':

@@ -197,13 +197,14 @@ static void masq_teardown(const char *id, json_t *result)
         sl_run(drop, NULL, &ignored);
 }
 
-/* DEL in reverse order; goes on after a failure and reports the first. */
+/* DEL in reverse order; goes on after a failure and reports the first.
+ * known: what ADD made so far when the caller has it, else the cache's. */
 static int chain_del(const struct net_config *cfg, const char *id, const char *netns,
-                     unsigned host_port, struct sl_error *err)
+                     unsigned host_port, json_t *known, struct sl_error *err)
 {
     cleanup_free char *cache = result_path(cfg, id);
     json_error_t jerr;
-    cleanup_json json_t *prev = json_load_file(cache, 0, &jerr);
+    cleanup_json json_t *prev = known ? json_incref(known) : json_load_file(cache, 0, &jerr);
     cleanup_json json_t *plugins = plugin_list(cfg, host_port);
     int rc = 0;
     for (size_t i = json_array_size(plugins); i-- > 0;) {
@@ -253,6 +254,9 @@ static int isolate(const struct net_config *cfg, json_t *result, struct sl_error
     return firewall_ensure(cfg->bridge, err);
 }
 
+static int detach(const struct net_config *cfg, const char *id, unsigned host_port, json_t *known,
+                  struct sl_error *err);
+
 int net_attach(const struct net_config *cfg, const char *id, unsigned host_port,
                struct net_attachment *out, struct sl_error *err)
 {
@@ -289,16 +293,19 @@ int net_attach(const struct net_config *cfg, const char *id, unsigned host_port,
         }
         json_decref(prev);
         prev = result;
+        /* after every plugin, not only the last: an agent killed midway
+         * leaves DEL the addresses (the firewall plugin's rules are found
+         * from them alone) */
+        if (fs_write_file(cache, res.data, res.len, 0600, err) < 0)
+            goto fail;
     }
-    if (fs_write_file(cache, res.data, res.len, 0600, err) < 0)
-        goto fail;
     sl_buf_release(&res);
     first_ip(prev, out);
     if (!out->ip[0])
         sl_fail(err, SL_E_INTERNAL, "network_failed", "CNI gave '%s' no address", id);
     if (!out->ip[0] || isolate(cfg, prev, err) < 0) {
         struct sl_error ignored = SL_ERROR_INIT;
-        net_detach(cfg, id, host_port, &ignored);
+        detach(cfg, id, host_port, prev, &ignored);
         sl_error_prefix(err, "attach network of '%s'", id);
         return -1;
     }
@@ -307,13 +314,10 @@ int net_attach(const struct net_config *cfg, const char *id, unsigned host_port,
 fail:
     sl_buf_release(&res);
     {
+        /* Hand DEL what ADD made so far (the cache may be unwritable: a
+         * full disk). */
         struct sl_error ignored = SL_ERROR_INIT;
-        if (prev) {
-            /* Hand DEL what ADD made so far. */
-            cleanup_free char *dumped = json_dumps(prev, JSON_COMPACT);
-            fs_write_file(cache, dumped, strlen(dumped), 0600, &ignored);
-        }
-        net_detach(cfg, id, host_port, &ignored);
+        detach(cfg, id, host_port, prev, &ignored);
     }
     sl_error_prefix(err, "attach network of '%s'", id);
     return -1;
@@ -326,11 +330,11 @@ bool net_attached(const struct net_config *cfg, const char *id)
     return access(netns, F_OK) == 0 || access(cache, F_OK) == 0;
 }
 
-int net_detach(const struct net_config *cfg, const char *id, unsigned host_port,
-               struct sl_error *err)
+static int detach(const struct net_config *cfg, const char *id, unsigned host_port, json_t *known,
+                  struct sl_error *err)
 {
     cleanup_free char *netns = net_netns_path(id);
-    int rc = chain_del(cfg, id, netns, host_port, err);
+    int rc = chain_del(cfg, id, netns, host_port, known, err);
     struct sl_error e = SL_ERROR_INIT;
     if (netns_remove(netns, &e) < 0 && rc == 0) {
         *err = e;
@@ -339,4 +343,10 @@ int net_detach(const struct net_config *cfg, const char *id, unsigned host_port,
     if (rc < 0)
         sl_error_prefix(err, "detach network of '%s'", id);
     return rc;
+}
+
+int net_detach(const struct net_config *cfg, const char *id, unsigned host_port,
+               struct sl_error *err)
+{
+    return detach(cfg, id, host_port, NULL, err);
 }

@@ -1,6 +1,7 @@
 #include "oci.h"
 #include "fsutil.h"
 #include "gpu-devices.h"
+#include "seccomp.h"
 #include "../lib/buf.h"
 #include "../lib/cleanup.h"
 #include "../lib/json.h"
@@ -36,53 +37,6 @@ static const char *const masked_paths[] = {
 static const char *const readonly_paths[] = {
     "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
 };
-
-/* A deny list on top of the capability set: kernel keyrings, eBPF, perf,
- * module and clock syscalls, and new mount or user namespaces. EPERM, so
- * programs that probe for them fall back. */
-static const char *const denied_syscalls[] = {
-    "add_key",
-    "keyctl",
-    "request_key",
-    "bpf",
-    "perf_event_open",
-    "userfaultfd",
-    "kexec_load",
-    "kexec_file_load",
-    "open_by_handle_at",
-    "name_to_handle_at",
-    "init_module",
-    "finit_module",
-    "delete_module",
-    "acct",
-    "swapon",
-    "swapoff",
-    "reboot",
-    "settimeofday",
-    "clock_settime",
-    "clock_adjtime",
-    "adjtimex",
-    "iopl",
-    "ioperm",
-    "lookup_dcookie",
-    "quotactl",
-    "mount",
-    "umount2",
-    "pivot_root",
-    "move_mount",
-    "open_tree",
-    "fsopen",
-    "fsconfig",
-    "fsmount",
-    "fspick",
-    "unshare",
-    "setns",
-    "nfsservctl",
-};
-
-#define CLONE_NEWUSER_FLAG 0x10000000
-#define ERRNO_EPERM        1
-#define ERRNO_ENOSYS       38
 
 static json_t *string_array(const char *const *v, size_t n)
 {
@@ -136,33 +90,6 @@ static json_t *mounts(const struct oci_params *p)
         json_array_append_new(
             m, mount_entry(OCI_DATA_MOUNT, "bind", p->data_dir, "rbind,nosuid,nodev"));
     return m;
-}
-
-static json_t *seccomp(void)
-{
-    json_t *rules = json_array();
-    json_array_append_new(rules,
-                          json_pack("{s:o, s:s, s:i}", "names",
-                                    string_array(denied_syscalls, ARRAY_SIZE(denied_syscalls)),
-                                    "action", "SCMP_ACT_ERRNO", "errnoRet", ERRNO_EPERM));
-    /* clone3 hides its flags behind a pointer: ENOSYS makes glibc use clone,
-     * whose flags can be checked (Docker does the same). */
-    json_array_append_new(rules, json_pack("{s:[s], s:s, s:i}", "names", "clone3", "action",
-                                           "SCMP_ACT_ERRNO", "errnoRet", ERRNO_ENOSYS));
-    json_array_append_new(rules,
-                          json_pack("{s:[s], s:s, s:i, s:[{s:i, s:I, s:I, s:s}]}", "names", "clone",
-                                    "action", "SCMP_ACT_ERRNO", "errnoRet", ERRNO_EPERM, "args",
-                                    "index", 0, "value", (json_int_t)CLONE_NEWUSER_FLAG, "valueTwo",
-                                    (json_int_t)CLONE_NEWUSER_FLAG, "op", "SCMP_CMP_MASKED_EQ"));
-#if defined(__x86_64__)
-    json_t *arches = json_pack("[s,s,s]", "SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32");
-#elif defined(__aarch64__)
-    json_t *arches = json_pack("[s,s]", "SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM");
-#else
-    json_t *arches = json_array();
-#endif
-    return json_pack("{s:s, s:o, s:o}", "defaultAction", "SCMP_ACT_ALLOW", "architectures", arches,
-                     "syscalls", rules);
 }
 
 static json_t *resources(const struct oci_params *p)
@@ -243,7 +170,8 @@ json_t *oci_config(const struct oci_params *p)
                         string_array(masked_paths, ARRAY_SIZE(masked_paths)));
     json_object_set_new(linux_section, "readonlyPaths",
                         string_array(readonly_paths, ARRAY_SIZE(readonly_paths)));
-    json_object_set_new(linux_section, "seccomp", seccomp());
+    json_object_set_new(linux_section, "seccomp",
+                        seccomp_profile(capabilities, ARRAY_SIZE(capabilities)));
     json_object_set_new(linux_section, "rootfsPropagation", json_string("rprivate"));
 
     return json_pack("{s:s, s:o, s:{s:s, s:b}, s:s, s:o, s:o, s:o}", "ociVersion", "1.0.2",

@@ -5,8 +5,13 @@
 
 #include "../lib/cleanup.h"
 #include "../lib/timefmt.h"
+#include "../lib/xalloc.h"
 
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char *const recipes[] = { "base", NULL };
 
@@ -14,25 +19,28 @@ static json_t *image_json(struct db_rows *rows, void *ctx)
 {
     (void)ctx;
     int64_t ready = db_int(rows, 9), building = db_int(rows, 10);
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:o}", "name",
-                     db_text(rows, 1), "kind", db_text(rows, 2), "description", db_text(rows, 3),
-                     "os", db_text(rows, 4), "python", db_text(rows, 5), "cuda", db_text(rows, 6),
-                     "framework", db_text(rows, 7), "size_bytes", (json_int_t)db_int(rows, 8),
-                     "nodes", (json_int_t)ready, "state",
-                     ready      ? "ready"
-                     : building ? "building"
-                                : "pending",
-                     "created_at", api_time(db_int(rows, 11)));
+    const char *failure = db_null(rows, 12) ? NULL : db_text(rows, 12);
+    /* a failure shows only while no node has it and none is trying */
+    const char *state = ready ? "ready" : building ? "building" : failure ? "failed" : "pending";
+    return json_pack(
+        "{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:s, s:o}", "name", db_text(rows, 1),
+        "kind", db_text(rows, 2), "description", db_text(rows, 3), "os", db_text(rows, 4), "python",
+        db_text(rows, 5), "cuda", db_text(rows, 6), "framework", db_text(rows, 7), "size_bytes",
+        (json_int_t)db_int(rows, 8), "nodes", (json_int_t)ready, "state", state, "message",
+        strcmp(state, "failed") == 0 ? failure : "", "created_at", api_time(db_int(rows, 11)));
 }
 
-/* What the nodes report of each image: the first ready node's metadata. */
+/* What the nodes report of each image: the first ready node's metadata, and
+ * the message of a node that failed to build or import it. */
 #define IMAGE_SELECT                                                                               \
     "SELECT i.rowid, i.name, i.kind, i.description,"                                               \
     " COALESCE(r.os, ''), COALESCE(r.python, ''), COALESCE(r.cuda, ''),"                           \
     " COALESCE(r.framework, ''), COALESCE(r.size_bytes, 0),"                                       \
     " (SELECT COUNT(*) FROM node_images x WHERE x.name = i.name AND x.state = 'ready'),"           \
     " (SELECT COUNT(*) FROM node_images x WHERE x.name = i.name AND x.state = 'building'),"        \
-    " i.created_at FROM images i LEFT JOIN node_images r ON r.rowid ="                             \
+    " i.created_at,"                                                                               \
+    " (SELECT x.message FROM node_images x WHERE x.name = i.name AND x.state = 'failed' LIMIT 1)"  \
+    " FROM images i LEFT JOIN node_images r ON r.rowid ="                                          \
     " (SELECT rowid FROM node_images y WHERE y.name = i.name AND y.state = 'ready' LIMIT 1)"
 
 int api_images_list(struct api_request *req, struct api_response *res, struct sl_error *err)
@@ -106,5 +114,111 @@ int api_admin_images_create(struct api_request *req, struct api_response *res, s
     if (!rows || db_next(rows, err) < 0)
         return -1;
     api_reply(res, 201, image_json(rows, NULL));
+    return 0;
+}
+
+static bool is_hex64(const char *s)
+{
+    size_t n = 0;
+
+    for (; s[n]; n++)
+        if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
+            return false;
+    return n == 64;
+}
+
+/* PUT /v1/admin/images/{name}/archive: the body is a rootfs tarball, a
+ * `docker save` tarball or an OCI layout in a tar (any compression the node
+ * reads); it is kept as DATA/uploads/<sha256>.archive and every node of the
+ * region fetches it, checks its digest and imports it. */
+int api_admin_images_upload(struct api_request *req, struct api_response *res, struct sl_error *err)
+{
+    struct server *srv = req->srv;
+    const char *name = req->params[0];
+    const char *region = api_query(req, "region");
+    const char *kind = api_query(req, "kind");
+    const char *description = api_query(req, "description");
+
+    if (!req->upload_path)
+        return sl_fail(err, SL_E_INVALID, "missing_body",
+                       "send the image archive as the request body (suanli admin image import "
+                       "FILE --name NAME)");
+    if (req->upload_size == 0)
+        return sl_fail(err, SL_E_INVALID, "missing_body", "the archive is empty");
+    if (strlen(name) > 64 || !*name)
+        return sl_fail(err, SL_E_INVALID, "invalid_field", "an image name is 1 to 64 characters");
+    for (const char *p = name; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '.' ||
+              *p == '_'))
+            return sl_fail(err, SL_E_INVALID, "invalid_field",
+                           "an image name holds lowercase letters, digits, '-', '.' and '_', "
+                           "such as pytorch-2.3-cuda12");
+    if (!kind)
+        kind = "base";
+    if (strcmp(kind, "base") != 0 && strcmp(kind, "framework") != 0)
+        return sl_fail(err, SL_E_INVALID, "invalid_parameter", "kind must be base or framework");
+    if (description && strlen(description) > 200)
+        return sl_fail(err, SL_E_INVALID, "invalid_parameter", "description is over 200 bytes");
+    if (region && *region) {
+        int64_t n;
+        if (store_get_int(srv->store, "SELECT COUNT(*) FROM regions WHERE id = ?1",
+                          DB_ARGS(DB_TEXT(region)), &n, err) < 0)
+            return -1;
+        if (n == 0)
+            return sl_fail(err, SL_E_NOT_FOUND, "no_such_region",
+                           "no region '%s': list them with suanli regions", region);
+    }
+    cleanup_free char *recipe = xasprintf("upload:%s", req->upload_sha256);
+    if (store_exec(srv->store,
+                   "INSERT INTO images (name, kind, recipe, region_id, description, created_by,"
+                   " created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                   DB_ARGS(DB_TEXT(name), DB_TEXT(kind), DB_TEXT(recipe),
+                           DB_TEXT(region ? region : ""), DB_TEXT(description ? description : ""),
+                           DB_TEXT(req->caller.user_id), DB_INT(sl_time_now())),
+                   err) < 0) {
+        if (err->kind == SL_E_CONFLICT)
+            return sl_fail(err, SL_E_CONFLICT, "image_exists",
+                           "image '%s' exists already: import under another name", name);
+        return -1;
+    }
+    cleanup_free char *kept =
+        xasprintf("%s/uploads/%s.archive", srv->cfg.data_dir, req->upload_sha256);
+    if (rename(req->upload_path, kept) < 0)
+        return sl_fail_errno(err, "unable to keep the archive as '%s'", kept);
+    if (store_exec(srv->store,
+                   "UPDATE nodes SET desired_revision = desired_revision + 1"
+                   " WHERE ?1 = '' OR region_id = ?1",
+                   DB_ARGS(DB_TEXT(region ? region : "")), err) < 0)
+        return -1;
+    cleanup_rows struct db_rows *rows =
+        store_query(srv->store, IMAGE_SELECT " WHERE i.name = ?1", DB_ARGS(DB_TEXT(name)), err);
+    if (!rows || db_next(rows, err) < 0)
+        return -1;
+    json_t *j = image_json(rows, NULL);
+    json_object_set_new(j, "sha256", json_string(req->upload_sha256));
+    json_object_set_new(j, "upload_bytes", json_integer((json_int_t)req->upload_size));
+    api_reply(res, 201, j);
+    return 0;
+}
+
+/* GET /v1/nodes/{id}/uploads/{sha256}: an uploaded archive, for the nodes. */
+int api_nodes_upload_get(struct api_request *req, struct api_response *res, struct sl_error *err)
+{
+    const char *sha = req->params[1];
+    struct stat st;
+
+    if (!is_hex64(sha))
+        return sl_fail(err, SL_E_NOT_FOUND, "no_such_upload", "no upload '%s'", sha);
+    cleanup_free char *path = xasprintf("%s/uploads/%s.archive", req->srv->cfg.data_dir, sha);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return sl_fail(err, SL_E_NOT_FOUND, "no_such_upload", "no upload '%s'", sha);
+    if (fstat(fd, &st) < 0) {
+        close(fd);
+        return sl_fail_errno(err, "unable to read '%s'", path);
+    }
+    res->status = 200;
+    res->file_fd = fd;
+    res->file_size = (uint64_t)st.st_size;
     return 0;
 }

@@ -13,11 +13,13 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void api_response_init(struct api_response *res)
 {
     memset(res, 0, sizeof(*res));
     res->status = 200;
+    res->file_fd = -1;
     sl_buf_init(&res->headers);
 }
 
@@ -25,8 +27,11 @@ void api_response_release(struct api_response *res)
 {
     json_decref(res->json);
     free(res->raw);
+    if (res->file_fd >= 0)
+        close(res->file_fd);
     sl_buf_release(&res->headers);
     memset(res, 0, sizeof(*res));
+    res->file_fd = -1;
 }
 
 void api_reply(struct api_response *res, int status, json_t *json)
@@ -163,6 +168,15 @@ static bool match(const char *pattern, const char *path, struct api_request *req
     return *p == '\0' && *s == '\0';
 }
 
+const struct api_route *api_route_lookup(const char *method, const char *path)
+{
+    for (size_t i = 0; i < api_routes_count; i++)
+        if (strcmp(api_routes[i].method, method) == 0 &&
+            match(api_routes[i].pattern, path, NULL, false))
+            return &api_routes[i];
+    return NULL;
+}
+
 static const struct api_route *find_route(struct api_request *req, bool *path_known)
 {
     *path_known = false;
@@ -217,7 +231,7 @@ static int run_handler(struct api_request *req, struct api_response *res, struct
     struct store *st = req->srv->store;
     cleanup_tx struct store *tx = NULL;
 
-    if (!(r->flags & API_RAW_BODY) && req->body_len > 0 && !req->json) {
+    if (!(r->flags & (API_RAW_BODY | API_UPLOAD)) && req->body_len > 0 && !req->json) {
         req->json = sl_json_parse_object(req->body, req->body_len, err);
         if (!req->json)
             return -1;

@@ -10,6 +10,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../lib/buf.h"
 #include "../lib/error.h"
@@ -50,6 +51,10 @@ struct api_request {
     char param_buf[512];
     struct api_caller caller;
     json_t *json; /* parsed body, owned */
+    /* API_UPLOAD routes: the body, streamed to a file by the transport */
+    const char *upload_path;
+    uint64_t upload_size;
+    char upload_sha256[65];
 };
 
 struct api_response {
@@ -59,6 +64,8 @@ struct api_response {
     size_t raw_len;
     const char *content_type;
     struct sl_buf headers; /* "Name: value\r\n" lines */
+    int file_fd;           /* >= 0: send this file (file_size bytes) as the body; owned */
+    uint64_t file_size;
 };
 
 typedef int (*api_handler_fn)(struct api_request *req, struct api_response *res,
@@ -72,6 +79,7 @@ enum api_route_flags {
     API_OWN_TX = 1 << 4,         /* the handler manages its transactions */
     API_NODE = 1 << 5,           /* node agents only, and only about themselves */
     API_QUIET = 1 << 6,          /* polled several times a second: logged at debug level */
+    API_UPLOAD = 1 << 7,         /* admins only; the body is streamed to a file, not parsed */
 };
 
 struct api_route {
@@ -118,6 +126,10 @@ int api_reply_rows(struct api_response *res, struct db_rows *rows,
 
 /* Time and money as the API writes them. */
 json_t *api_time(int64_t t);
+
+/* The route for method and path, without filling parameters; NULL if none.
+ * The transport uses it to stream API_UPLOAD bodies to disk. */
+const struct api_route *api_route_lookup(const char *method, const char *path);
 
 /* The route table's index of req->route, for metrics. */
 size_t api_route_index(const struct api_route *route);

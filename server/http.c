@@ -1,5 +1,6 @@
 #include "http.h"
 #include "api.h"
+#include "auth.h"
 
 #include "../lib/cleanup.h"
 #include "../lib/log.h"
@@ -8,6 +9,10 @@
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
+#include <sodium.h>
+#include <fcntl.h>
+#include <errno.h>
+#include <sys/stat.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +29,12 @@ struct conn_state {
     struct sl_buf body;
     bool too_large;
     int64_t started_us;
+    /* API_UPLOAD: the body goes to a file in DATA/uploads as it arrives */
+    int upload_fd;
+    char *upload_path;
+    uint64_t upload_len;
+    crypto_hash_sha256_state sha;
+    bool upload_failed;
 };
 
 static const char *lookup(void *ctx, enum MHD_ValueKind kind, const char *name)
@@ -79,9 +90,18 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct api_res
 {
     const char *ctype;
     size_t len;
-    char *body = api_response_body(res, &len, &ctype);
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    struct MHD_Response *r;
     enum MHD_Result ret;
+
+    if (res->file_fd >= 0) {
+        /* MHD owns the descriptor from here and closes it */
+        r = MHD_create_response_from_fd64(res->file_size, res->file_fd);
+        res->file_fd = -1;
+        ctype = "application/octet-stream";
+    } else {
+        char *body = api_response_body(res, &len, &ctype);
+        r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    }
 
     MHD_add_response_header(r, "Content-Type", ctype);
     MHD_add_response_header(r, "Cache-Control", "no-store");
@@ -105,6 +125,71 @@ static enum MHD_Result send_error(struct MHD_Connection *conn, int status, const
     return ret;
 }
 
+/* An upload route: only an admin may send (checked before a byte of the
+ * body is read), and the body is written to DATA/uploads/.upload-XXXXXX. */
+static enum MHD_Result start_upload(struct http_server *h, struct MHD_Connection *conn,
+                                    struct conn_state *cs, const char *method, const char *url,
+                                    const struct api_route *route)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    struct api_request req = {
+        .srv = h->srv,
+        .method = method,
+        .path = url,
+        .route = route,
+        .io = { .header = io_header, .query = io_query, .cookie = io_cookie, .ctx = conn },
+    };
+    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+
+    if (auth_authenticate(&req, &err) < 0 || !req.caller.authenticated)
+        return send_error(conn, 401, err.code[0] ? err.code : "unauthenticated",
+                          "log in first: send 'Authorization: Bearer TOKEN' (suanli login)");
+    if (!req.caller.admin)
+        return send_error(conn, 404, "not_found", "no such route");
+    if (cl && strtoull(cl, NULL, 10) > (uint64_t)h->srv->cfg.max_upload_bytes) {
+        cs->too_large = true;
+        return send_error(conn, 413, "body_too_large",
+                          "the archive is over images.max_upload_bytes");
+    }
+    cleanup_free char *dir = xasprintf("%s/uploads", h->srv->cfg.data_dir);
+    mkdir(dir, 0700);
+    cs->upload_path = xasprintf("%s/.upload-XXXXXX", dir);
+    cs->upload_fd = mkostemp(cs->upload_path, O_CLOEXEC);
+    if (cs->upload_fd < 0) {
+        log_error("upload: unable to create a file in '%s': %s", dir, strerror(errno));
+        free(cs->upload_path);
+        cs->upload_path = NULL;
+        return send_error(conn, 507, "upload_failed",
+                          "the server could not store the archive; the operator has the "
+                          "details in the log");
+    }
+    crypto_hash_sha256_init(&cs->sha);
+    return MHD_YES;
+}
+
+static void upload_chunk(struct http_server *h, struct conn_state *cs, const char *data, size_t len)
+{
+    if (cs->upload_failed)
+        return;
+    if (cs->upload_len + len > (uint64_t)h->srv->cfg.max_upload_bytes) {
+        cs->upload_failed = cs->too_large = true;
+        return;
+    }
+    crypto_hash_sha256_update(&cs->sha, (const unsigned char *)data, len);
+    for (size_t done = 0; done < len;) {
+        ssize_t n = write(cs->upload_fd, data + done, len - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            log_error("upload: write to '%s': %s", cs->upload_path, strerror(errno));
+            cs->upload_failed = true;
+            return;
+        }
+        done += (size_t)n;
+    }
+    cs->upload_len += len;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
@@ -118,7 +203,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         cs = xzalloc(sizeof(*cs));
         sl_buf_init(&cs->body);
         cs->started_us = sl_time_mono_us();
+        cs->upload_fd = -1;
         *con_cls = cs;
+        const struct api_route *route = api_route_lookup(method, url);
+        if (route && (route->flags & API_UPLOAD))
+            return start_upload(h, conn, cs, method, url, route);
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > max) {
             cs->too_large = true;
@@ -129,6 +218,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         }
         return MHD_YES;
     }
+    if (*upload_data_size && cs->upload_fd >= 0) {
+        upload_chunk(h, cs, upload_data, *upload_data_size);
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
     if (*upload_data_size) {
         if (!cs->too_large && cs->body.len + *upload_data_size <= max)
             sl_buf_add(&cs->body, upload_data, *upload_data_size);
@@ -137,6 +231,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_data_size = 0;
         return MHD_YES;
     }
+    if (cs->upload_failed)
+        return send_error(conn, cs->too_large ? 413 : 507,
+                          cs->too_large ? "body_too_large" : "upload_failed",
+                          cs->too_large ? "the archive is over images.max_upload_bytes"
+                                        : "the server could not store the archive: its disk "
+                                          "may be full; the operator has the details in the log");
     if (cs->too_large) {
         char msg[128];
         snprintf(msg, sizeof(msg), "the request body is over %zu bytes", max);
@@ -154,6 +254,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         .remote_addr = addr,
         .io = { .header = io_header, .query = io_query, .cookie = io_cookie, .ctx = conn },
     };
+    unsigned char digest[crypto_hash_sha256_BYTES];
+    if (cs->upload_fd >= 0) {
+        crypto_hash_sha256_final(&cs->sha, digest);
+        sodium_bin2hex(req.upload_sha256, sizeof(req.upload_sha256), digest, sizeof(digest));
+        fsync(cs->upload_fd);
+        req.upload_path = cs->upload_path;
+        req.upload_size = cs->upload_len;
+    }
     struct api_response res;
     api_response_init(&res);
     api_dispatch(&req, &res);
@@ -180,6 +288,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (!cs)
         return;
     sl_buf_release(&cs->body);
+    if (cs->upload_fd >= 0)
+        close(cs->upload_fd);
+    if (cs->upload_path)
+        unlink(cs->upload_path); /* a handler that keeps it renamed it */
+    free(cs->upload_path);
     free(cs);
     *con_cls = NULL;
 }

@@ -582,9 +582,15 @@ json_t *instances_desired(struct server *srv, const char *node_id, struct sl_err
     if (!images)
         return NULL;
     cleanup_json json_t *wanted = json_array();
-    while ((rc = db_next(images, err)) == 1)
-        json_array_append_new(wanted, json_pack("{s:s, s:s}", "name", db_text(images, 0), "recipe",
-                                                db_text(images, 1)));
+    while ((rc = db_next(images, err)) == 1) {
+        const char *recipe = db_text(images, 1);
+        if (strncmp(recipe, "upload:", 7) == 0)
+            json_array_append_new(wanted, json_pack("{s:s, s:s, s:s}", "name", db_text(images, 0),
+                                                    "recipe", "upload", "sha256", recipe + 7));
+        else
+            json_array_append_new(
+                wanted, json_pack("{s:s, s:s}", "name", db_text(images, 0), "recipe", recipe));
+    }
     if (rc < 0)
         return NULL;
     return json_pack("{s:I, s:O, s:O}", "revision", (json_int_t)revision, "instances", items,

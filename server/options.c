@@ -69,6 +69,8 @@ const struct sl_option server_options[] = {
         "CPU of an instance in no-GPU mode, in thousandths of a core"),
     OPT("instances.nogpu_memory_mib", SL_OPT_INT, "2048", 256, 1 << 20, nogpu_memory_mib,
         "memory of an instance in no-GPU mode"),
+    OPT("images.max_upload_bytes", SL_OPT_INT, "68719476736", 1024, 1LL << 42, max_upload_bytes,
+        "largest image archive an admin may upload (suanli admin image import)"),
 };
 
 const size_t server_options_count = sizeof(server_options) / sizeof(server_options[0]);

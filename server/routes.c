@@ -62,12 +62,14 @@ const struct api_route api_routes[] = {
       API_ADMIN | API_NO_IDEMPOTENCY),
     R("DELETE", "/v1/admin/join-tokens/{id}", api_admin_join_tokens_delete, API_ADMIN),
     R("POST", "/v1/admin/images", api_admin_images_create, API_ADMIN),
+    R("PUT", "/v1/admin/images/{id}/archive", api_admin_images_upload, API_ADMIN | API_UPLOAD),
     R("GET", "/v1/admin/nodes", api_admin_nodes_list, API_ADMIN),
     R("GET", "/v1/admin/nodes/{id}", api_admin_nodes_get, API_ADMIN),
 
     R("POST", "/v1/nodes/enroll", api_nodes_enroll, API_PUBLIC | API_NO_IDEMPOTENCY),
     R("POST", "/v1/nodes/{id}/heartbeat", api_nodes_heartbeat, API_NODE | API_NO_IDEMPOTENCY),
     R("GET", "/v1/nodes/{id}/desired", api_nodes_desired, API_NODE | API_QUIET),
+    R("GET", "/v1/nodes/{id}/uploads/{sha256}", api_nodes_upload_get, API_NODE),
 };
 
 const size_t api_routes_count = sizeof(api_routes) / sizeof(api_routes[0]);

@@ -66,6 +66,8 @@ HANDLER(api_instances_release);
 /* api-images.c */
 HANDLER(api_images_list);
 HANDLER(api_admin_images_create);
+HANDLER(api_admin_images_upload);
+HANDLER(api_nodes_upload_get);
 /* api-health.c */
 HANDLER(api_healthz);
 HANDLER(api_metrics);

@@ -40,6 +40,7 @@ struct server_config {
     int64_t max_gpus_per_instance;
     int64_t nogpu_millicores;
     int64_t nogpu_memory_mib;
+    int64_t max_upload_bytes;
 };
 
 extern const struct sl_option server_options[];

@@ -316,8 +316,10 @@ def host_leftovers(data_dir, instance_id, port):
     return left
 
 
-def cleanup_host(data_dir):
-    """Safety net after a test session: whatever a failed test left running."""
+def cleanup_host(data_dir, bridge=TEST_BRIDGE, prefix=None):
+    """Safety net after a test session: whatever a failed test left running.
+    bridge, prefix: a node's own bridge and address prefix (see
+    cleanup_test_rules), when not the tests' shared ones."""
     runc_root = os.path.join(data_dir, "runc")
     if os.path.isdir(runc_root):
         out = subprocess.run(["runc", "--root", runc_root, "list", "-q"],
@@ -337,16 +339,17 @@ def cleanup_host(data_dir):
         if ns.startswith("suanli-i-") and os.path.exists(
                 os.path.join(data_dir, "instances", ns[len("suanli-"):])):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-    cleanup_test_rules()
-    subprocess.run([os.path.join(ROOT, "scripts", "cleanup-host-net.sh"), TEST_BRIDGE],
+    cleanup_test_rules(prefix)
+    subprocess.run([os.path.join(ROOT, "scripts", "cleanup-host-net.sh"), bridge],
                    capture_output=True)
 
 
-def cleanup_test_rules():
+def cleanup_test_rules(prefix=None):
     """Drops the iptables rules CNI made for containers on the tests' subnet
-    that a failed test never released (a released one has none left)."""
+    (or whose addresses start with prefix) that a failed test never released
+    (a released one has none left)."""
     import shlex
-    prefix = TEST_SUBNET.split("0.0/")[0]  # "10.89."
+    prefix = prefix or TEST_SUBNET.split("0.0/")[0]  # "10.89."
     for table in ("nat", "filter"):
         lines = subprocess.run(["iptables-save", "-t", table], capture_output=True,
                                text=True).stdout.splitlines()

@@ -128,8 +128,13 @@ def test_document_shape(spec):
                         spec, {"$ref": "#/components/schemas/Error"}):
                     problems.append(f"{where}: {code} does not use the Error schema")
         body = op.get("requestBody")
-        if body:
-            schema = resolve(spec, resolve(spec, body)["content"]["application/json"]["schema"])
+        content = resolve(spec, body)["content"] if body else {}
+        if body and "application/octet-stream" in content:
+            # an upload: the body is a file, not an object
+            if list(content) != ["application/octet-stream"]:
+                problems.append(f"{where}: an upload takes only application/octet-stream")
+        elif body:
+            schema = resolve(spec, content["application/json"]["schema"])
             if schema.get("additionalProperties") is not False:
                 problems.append(f"{where}: request body allows unknown fields")
     assert not problems, "\n".join(problems)

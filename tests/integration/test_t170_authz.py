@@ -187,6 +187,8 @@ def admin_writes(server, world):
          lambda: len(join_tokens()) == n_join),
         ("DELETE", f"/v1/admin/join-tokens/{kept}", None, lambda: kept in join_tokens()),
         ("POST", "/v1/admin/images", {"name": "evil-image"}, lambda: "evil-image" not in images()),
+        ("PUT", "/v1/admin/images/evil-upload/archive", {"any": "bytes"},
+         lambda: "evil-upload" not in images()),
         ("POST", f"/v1/admin/users/{a['id']}/credit", {"amount_micros": 1_000_000, "memo": "x"},
          lambda: bal(a) == a_bal),
         ("POST", f"/v1/admin/users/{b['id']}/credit", {"amount_micros": 1_000_000, "memo": "x"},

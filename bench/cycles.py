@@ -1,0 +1,205 @@
+#!/usr/bin/python3
+"""Create/release churn (issue 4): CYCLES (200) cycles at CONCURRENCY (4),
+each renter in its own thread doing
+
+  POST /v1/instances -> SSH banner on its port -> release -> state released
+
+against the real suanlid and suanli-node (simulated GPUs, real runc, loop
+disks, CNI). Reports throughput, p50/p95 of a whole cycle and of
+create -> banner, and the leak count afterwards: every released instance is
+checked for mounts, loop devices, netns, runc containers, iptables rules,
+cgroups and its directory (host_leftovers), and the node as a whole for
+mounts and loop devices under its data directory, network namespaces, veths
+on the bench's bridge, iptables rules and IP leases of the bench's subnet,
+and files left in instances/, runc/ and net/results/. Must be 0.
+
+Runs on its own bridge, subnet and ports (BENCH_BRIDGE, BENCH_SUBNET,
+BENCH_PORTS; default suanlib0, 10.95.0.0/16, 35000-35999) so it can run beside
+the integration tests. Prints a markdown table and writes
+bench/results/cycles.md. Needs root.
+"""
+import ipaddress
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+import conftest  # noqa: E402  the integration harness: Server, Node, Cluster
+
+CYCLES = int(os.environ.get("CYCLES", "200"))
+CONCURRENCY = int(os.environ.get("CONCURRENCY", "4"))
+BRIDGE = os.environ.get("BENCH_BRIDGE", "suanlib0")
+SUBNET = os.environ.get("BENCH_SUBNET", "10.95.0.0/16")
+PORTS = os.environ.get("BENCH_PORTS", "35000-35999").split("-")
+PREFIX = str(ipaddress.ip_network(SUBNET).network_address).rsplit(".", 2)[0] + "."  # "10.95."
+
+
+def banner(port, deadline):
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+                s.settimeout(1)
+                if s.recv(4) == b"SSH-":
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.002)
+    return False
+
+
+def pct(values, p):
+    values = sorted(values)
+    k = (len(values) - 1) * p
+    lo, hi = int(k), min(int(k) + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (k - lo)
+
+
+def cgroups_of(iid):
+    root = "/sys/fs/cgroup"
+    dirs = [root] + [os.path.join(root, c) for c in os.listdir(root)]
+    return [p for p in (os.path.join(d, "suanli", iid) for d in dirs) if os.path.exists(p)]
+
+
+def leaks(data, released):
+    """[what] left on the host by the released (id, port) pairs and on the
+    bench's node, bridge and subnet."""
+    left = []
+    for iid, port in released:
+        left += [f"{iid}: {w}" for w in conftest.host_leftovers(data, iid, port)]
+        left += [f"{iid}: cgroup {p}" for p in cgroups_of(iid)]
+    with open("/proc/self/mountinfo") as f:
+        left += [f"mount {line.split()[4]}" for line in f
+                 if line.split()[4].startswith(data + "/")]
+    loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
+    left += [f"loop {line}" for line in loops.splitlines() if data + "/" in line]
+    ids = {iid for iid, _ in released}
+    netns = os.listdir("/run/netns") if os.path.isdir("/run/netns") else []
+    left += [f"netns {n}" for n in netns if n[len("suanli-"):] in ids]
+    veths = subprocess.run(["ip", "-o", "link", "show", "master", BRIDGE], capture_output=True,
+                           text=True).stdout
+    left += [f"veth {v.split(':')[1].strip()}" for v in veths.splitlines() if v.strip()]
+    rules = subprocess.run(["iptables-save"], capture_output=True, text=True).stdout
+    left += [f"rule {r}" for r in rules.splitlines() if r.startswith("-A ") and PREFIX in r]
+    ipam = os.path.join(data, "net", "ipam")
+    for net in os.listdir(ipam) if os.path.isdir(ipam) else []:
+        for name in os.listdir(os.path.join(ipam, net)):
+            if name[:1].isdigit():
+                left.append(f"lease {name}")
+    for sub in ("instances", "runc", os.path.join("net", "results")):
+        p = os.path.join(data, sub)
+        left += [f"file {sub}/{x}" for x in (os.listdir(p) if os.path.isdir(p) else [])]
+    return left
+
+
+def worker(cluster, user, take, results, errors):
+    s = cluster.server
+    body = {"gpu_model": "RTX 4090", "gpus": 1, "image": conftest.IMAGE, "data_disk_gib": 1}
+    while take():
+        try:
+            t0 = time.time()
+            r = s.request("POST", "/v1/instances", body, token=user["token"])
+            assert r.status == 201, r
+            iid, port = r.json["id"], r.json["ssh"]["port"]
+            assert banner(port, t0 + 60), f"no banner from {iid} on {port}"
+            t_banner = time.time()
+            r = cluster.verb(user, iid, "release")
+            assert r.status == 200, r
+            conftest.wait_for(lambda: s.request("GET", f"/v1/instances/{iid}",
+                                                token=user["token"]).json["state"] == "released",
+                              timeout=60, interval=0.01, what=f"{iid} released")
+            results.append((iid, port, t_banner - t0, time.time() - t0))
+        except Exception as e:  # noqa: BLE001  counted and reported
+            errors.append(repr(e))
+
+
+def main():
+    d = tempfile.mkdtemp(prefix="suanli-bench-cycles-", dir="/var/tmp")
+    server = conftest.Server(os.path.join(d, "suanlid"), {"nodes.ssh_port_min": PORTS[0],
+                                                          "nodes.ssh_port_max": PORTS[1]})
+    os.makedirs(server.data_dir)
+    node = None
+    results, errors = [], []
+    load_before = os.getloadavg()
+    try:
+        server.start()
+        admin = server.admin_token
+        r = server.request("POST", "/v1/admin/join-tokens", {"region": "sample-1"}, token=admin)
+        node = conftest.Node(server, os.path.join(d, "node"), r.json["token"], extra=[
+            "--set", f"network.bridge={BRIDGE}", "--set", f"network.subnet={SUBNET}"]).start()
+        server.request("POST", "/v1/admin/images", {"name": conftest.IMAGE}, token=admin)
+        print("bench: building the image on the node first (mmdebstrap)...", file=sys.stderr)
+        conftest.wait_for(lambda: [i for i in server.request("GET", "/v1/images", token=admin)
+                                   .json["items"] if i["state"] == "ready"],
+                          timeout=900, interval=1, what="the image")
+        cluster = conftest.Cluster(server, node)
+        users = [cluster.renter(credit_micros=10_000_000_000) for _ in range(CONCURRENCY)]
+        lock = threading.Lock()
+        left = [CYCLES]
+
+        def take():
+            with lock:
+                left[0] -= 1
+                return left[0] >= 0
+        print(f"bench: {CYCLES} cycles at concurrency {CONCURRENCY}...", file=sys.stderr)
+        t0 = time.time()
+        threads = [threading.Thread(target=worker, args=(cluster, u, take, results, errors))
+                   for u in users]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.time() - t0
+        load_after = os.getloadavg()
+        leftover = leaks(node.data_dir, [(iid, port) for iid, port, _, _ in results])
+    finally:
+        if node:
+            node.stop()
+        server.stop()
+        if node:
+            conftest.cleanup_host(node.data_dir, bridge=BRIDGE, prefix=PREFIX)
+        shutil.rmtree(d, ignore_errors=True)
+
+    cpu = [line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+           if line.startswith("model name")]
+    cycle = [c for _, _, _, c in results]
+    create = [b for _, _, b, _ in results]
+    out = [f"# Create/release churn: {CYCLES} cycles at concurrency {CONCURRENCY}",
+           "",
+           f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}; machine: {os.cpu_count()} "
+           f"CPUs ({cpu[0] if cpu else 'unknown'}), load average {load_before[0]:.1f} before, "
+           f"{load_after[0]:.1f} after (the machine may be shared with other runs); "
+           "image already on the host, simulated GPUs, runc + loop-mounted ext4 + overlayfs "
+           f"+ CNI; {CONCURRENCY} renters, each: create (1 GPU, 1 GiB data disk) -> SSH banner "
+           "-> release -> released.",
+           "",
+           "| figure | value |",
+           "|---|---|",
+           f"| cycles completed / failed | {len(results)} / {len(errors)} |",
+           f"| wall time | {wall:.1f} s |",
+           f"| throughput | {len(results) / wall:.2f} cycles/s |",
+           f"| cycle p50 / p95 | {statistics.median(cycle) * 1000:.0f} ms / "
+           f"{pct(cycle, 0.95) * 1000:.0f} ms |",
+           f"| create → SSH banner p50 / p95 | {statistics.median(create) * 1000:.0f} ms / "
+           f"{pct(create, 0.95) * 1000:.0f} ms |",
+           f"| leaks afterwards | {len(leftover)} |"]
+    if errors:
+        out += ["", "Errors:", ""] + [f"* {e[:300]}" for e in errors[:10]]
+    if leftover:
+        out += ["", "Leftovers:", ""] + [f"* {x}" for x in leftover[:30]]
+    text = "\n".join(out) + "\n"
+    print(text)
+    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+    with open(os.path.join(HERE, "results", "cycles.md"), "w") as f:
+        f.write(text)
+    sys.exit(1 if errors or leftover else 0)
+
+
+if __name__ == "__main__":
+    main()
