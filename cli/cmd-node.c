@@ -1,5 +1,5 @@
 /* admin node ls|show, admin join-token create|ls|rm: the GPU hosts and the
- * one-time tokens with which a host joins a region (DESIGN.md sections 1, 9). */
+ * the tokens with which hosts join a region (DESIGN.md sections 1, 9). */
 #include "cli.h"
 
 #include "../lib/cleanup.h"
@@ -268,7 +268,8 @@ const struct cli_command cmd_admin_node_show = {
 const struct cli_command cmd_admin_join_token_create = {
     .name = "admin join-token create",
     .usage = "--region REGION [--hours N]",
-    .summary = "make a one-time token for a new host to join a region (shown once)",
+    .summary = "make a token for hosts to join a region (shown once; reusable until it expires or "
+               "is revoked)",
     .run = run_join_token_create,
 };
 
