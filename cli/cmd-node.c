@@ -1,5 +1,5 @@
 /* admin node ls|show, admin join-token create|ls|rm: the GPU hosts and the
- * the tokens with which hosts join a region (DESIGN.md sections 1, 9). */
+ * tokens with which hosts join a region (DESIGN.md sections 1, 9). */
 #include "cli.h"
 
 #include "../lib/cleanup.h"
