@@ -60,6 +60,15 @@ int sl_money_charged(int64_t rate_per_hour, int64_t elapsed_s, int64_t *out, str
     return floor_div((__int128)rate_per_hour * elapsed_s, 3600, out, err);
 }
 
+int sl_money_prorate(int64_t amount, int64_t elapsed_s, int64_t period_s, int64_t *out,
+                     struct sl_error *err)
+{
+    if (amount < 0 || elapsed_s < 0 || period_s <= 0)
+        return sl_fail(err, SL_E_INVALID, "amount_out_of_range",
+                       "amount and elapsed time must not be negative, the period positive");
+    return floor_div((__int128)amount * elapsed_s, period_s, out, err);
+}
+
 int sl_money_charged_gib_day(int64_t rate_per_gib_day, int64_t gib, int64_t elapsed_s, int64_t *out,
                              struct sl_error *err)
 {

@@ -23,6 +23,12 @@ int sl_money_mul(int64_t a, int64_t n, int64_t *out, struct sl_error *err);
  * from its start (DESIGN.md section 4). rate and elapsed must be >= 0. */
 int sl_money_charged(int64_t rate_per_hour, int64_t elapsed_s, int64_t *out, struct sl_error *err);
 
+/* floor(amount * elapsed_s / period_s): the share of amount (per period) an
+ * interval of elapsed_s seconds costs, counted from the interval's start.
+ * amount, elapsed >= 0, period > 0. */
+int sl_money_prorate(int64_t amount, int64_t elapsed_s, int64_t period_s, int64_t *out,
+                     struct sl_error *err);
+
 /* floor(rate_per_gib_day * gib * elapsed_s / 86400), for storage. */
 int sl_money_charged_gib_day(int64_t rate_per_gib_day, int64_t gib, int64_t elapsed_s, int64_t *out,
                              struct sl_error *err);

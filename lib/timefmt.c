@@ -5,9 +5,21 @@
 #include <string.h>
 #include <time.h>
 
-int64_t sl_time_now(void)
+static int64_t wall_clock(void)
 {
     return (int64_t)time(NULL);
+}
+
+static int64_t (*clock_now)(void) = wall_clock;
+
+int64_t sl_time_now(void)
+{
+    return clock_now();
+}
+
+void sl_time_set_clock(int64_t (*now)(void))
+{
+    clock_now = now ? now : wall_clock;
 }
 
 int64_t sl_time_mono_us(void)

@@ -8,7 +8,11 @@
 
 #define SL_TIME_FORMAT_MAX 32
 
+/* Now, from the process's clock: the wall clock unless a test installed its
+ * own with sl_time_set_clock() (NULL puts the wall clock back). Everything
+ * that meters or settles money takes "now" from here. */
 int64_t sl_time_now(void);
+void sl_time_set_clock(int64_t (*now)(void));
 /* Monotonic milliseconds and microseconds, for durations. */
 int64_t sl_time_mono_ms(void);
 int64_t sl_time_mono_us(void);

@@ -11,6 +11,7 @@ int api_instances_create(struct api_request *req, struct api_response *res, stru
 {
     const char *name = NULL, *region = NULL, *model = NULL, *image = NULL, *plan = NULL;
     int64_t gpus = 1, disk = 50;
+    bool auto_renew = false;
     const struct sl_json_field fields[] = {
         { "name", SL_JSON_STRING, .max_len = 64, .out = &name },
         { "region", SL_JSON_STRING, .max_len = 32, .out = &region },
@@ -20,14 +21,12 @@ int api_instances_create(struct api_request *req, struct api_response *res, stru
         { "image", SL_JSON_STRING, .required = true, .min_len = 1, .max_len = 128, .out = &image },
         { "data_disk_gib", SL_JSON_INT, .min = -1000000000, .max = 1000000000, .out = &disk },
         { "plan", SL_JSON_STRING, .max_len = 16, .out = &plan },
+        { "auto_renew", SL_JSON_BOOL, .out = &auto_renew },
     };
     char id[SL_ID_MAX];
 
     if (api_body_fields(req, fields, ARRAY_SIZE(fields), err) < 0)
         return -1;
-    if (plan && strcmp(plan, "payg") != 0)
-        return sl_fail(err, SL_E_INVALID, "invalid_field",
-                       "plan must be payg (prepaid plans come with billing)");
     struct instance_request rq = {
         .user_id = req->caller.user_id,
         .name = name && *name ? name : NULL,
@@ -36,6 +35,8 @@ int api_instances_create(struct api_request *req, struct api_response *res, stru
         .gpus = gpus,
         .image = image,
         .data_disk_gib = disk,
+        .plan = plan,
+        .auto_renew = auto_renew,
     };
     if (sched_place(req->srv, &rq, id, err) < 0)
         return -1;

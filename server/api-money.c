@@ -1,5 +1,6 @@
 /* Balance, ledger, and the admin's credit. */
 #include "ledger.h"
+#include "billing.h"
 #include "accounts.h"
 #include "routes.h"
 
@@ -22,7 +23,8 @@ int api_balance(struct api_request *req, struct api_response *res, struct sl_err
     if (ledger_balance(req->srv->store, ledger_user_account(account, req->caller.user_id), &balance,
                        err) < 0)
         return -1;
-    /* nothing runs yet in this release: spend is zero, the balance lasts */
+    if (billing_spend_per_hour(req->srv->store, req->caller.user_id, &spend_per_hour, err) < 0)
+        return -1;
     int64_t covers = sl_money_covers_seconds(balance, spend_per_hour);
     api_reply(res, 200,
               json_pack("{s:I, s:s, s:I, s:o}", "balance_micros", (json_int_t)balance, "currency",

@@ -9,6 +9,7 @@
 #include "../lib/timefmt.h"
 #include "../lib/xalloc.h"
 #include "api.h"
+#include "billing.h"
 #include "catalog.h"
 #include "ledger.h"
 
@@ -151,7 +152,7 @@ static int reserve_gpus(struct store *st, const char *node_id, const char *model
     return 1;
 }
 
-static int free_gpus(struct store *st, const char *instance_id, struct sl_error *err)
+int instance_free_gpus(struct store *st, const char *instance_id, struct sl_error *err)
 {
     return store_exec(st, "UPDATE gpus SET instance_id = NULL WHERE instance_id = ?1",
                       DB_ARGS(DB_TEXT(instance_id)), err) < 0
@@ -246,7 +247,12 @@ int sched_place(struct server *srv, const struct instance_request *rq, char *id,
     char node_id[SL_ID_MAX], region[64], password[17];
     int64_t exists, rate, port = 0, now = sl_time_now();
     cleanup_tx struct store *tx = NULL;
+    const char *plan = rq->plan ? rq->plan : "payg";
+    int64_t period;
 
+    if (billing_plan_period(plan, &period, err) < 0)
+        return -1;
+    bool prepaid = period > 0;
     if (rq->gpus < 1 || rq->gpus > srv->cfg.max_gpus_per_instance)
         return sl_fail(err, SL_E_INVALID, "invalid_field",
                        "gpus must be from 1 to %" PRId64 " (no-GPU mode is a start option)",
@@ -277,7 +283,8 @@ int sched_place(struct server *srv, const struct instance_request *rq, char *id,
     tx = st;
     if (pick_node(srv, rq, &m, node_id, region, err) < 0 ||
         hourly_rate(st, m.id, rq->gpus, region, false, &rate, err) < 0 ||
-        check_balance(st, rq->user_id, rate, err) < 0 || pick_port(st, node_id, &port, err) < 0)
+        (!prepaid && check_balance(st, rq->user_id, rate, err) < 0) ||
+        pick_port(st, node_id, &port, err) < 0)
         return -1;
     sl_id_new(id, "i-");
     int rc = reserve_gpus(st, node_id, m.id, rq->gpus, id, err);
@@ -295,6 +302,8 @@ int sched_place(struct server *srv, const struct instance_request *rq, char *id,
                            DB_INT(rq->data_disk_gib), DB_INT(port), DB_TEXT(password), DB_INT(now)),
                    err) < 0 ||
         instance_event(st, id, "create", "creating", "user", NULL, err) < 0 ||
+        billing_open_storage(srv, id, err) < 0 ||
+        (prepaid && billing_plan_set(srv, id, plan, rq->auto_renew, err) < 0) ||
         bump_node(st, node_id, err) < 0)
         return -1;
     if (store_commit(st, err) < 0)
@@ -333,6 +342,32 @@ static int load(struct store *st, const char *id, struct instance_row *r, struct
     return 0;
 }
 
+int instance_hold_gpus(struct store *st, const char *id, struct sl_error *err)
+{
+    struct instance_row r;
+    int64_t held;
+
+    if (load(st, id, &r, err) < 0 ||
+        store_get_int(st, "SELECT COUNT(*) FROM gpus WHERE instance_id = ?1", DB_ARGS(DB_TEXT(id)),
+                      &held, err) < 0)
+        return -1;
+    if (held >= r.gpus)
+        return 0;
+    if (instance_free_gpus(st, id, err) < 0)
+        return -1;
+    int rc = reserve_gpus(st, r.node_id, r.model_id, r.gpus, id, err);
+    if (rc < 0)
+        return -1;
+    if (rc == 1)
+        return sl_fail(err, SL_E_CONFLICT, "gpus_unavailable",
+                       "the host of instance '%s' has fewer than %" PRId64 " free GPUs now "
+                       "(its disks live there). Ways out: start it in no-GPU mode (suanli "
+                       "start --no-gpu %s), wait for GPUs to free up, or clone it to "
+                       "another host",
+                       id, r.gpus, id);
+    return 0;
+}
+
 static int set_state(struct store *st, const char *id, const char *state, const char *desired,
                      const char *extra_sql_mode, struct sl_error *err)
 {
@@ -367,7 +402,11 @@ int instance_stop(struct server *srv, const char *id, const char *reason, struct
     if (!in(r.state, stoppable))
         return sl_fail(err, SL_E_CONFLICT, "invalid_state", "instance '%s' is %s: it cannot stop",
                        id, r.state);
+    /* billing stops when the stop is asked for, not when it is done */
     if (set_state(st, id, "stopping", "stopped", NULL, err) < 0 ||
+        store_exec(st, "UPDATE instances SET stopped_at = ?2, release_warnings = 0 WHERE id = ?1",
+                   DB_ARGS(DB_TEXT(id), DB_INT(sl_time_now())), err) < 0 ||
+        billing_close(srv, id, false, err) < 0 ||
         instance_event(st, id, "stop", "stopping", reason, NULL, err) < 0)
         return -1;
     return bump_node(st, r.node_id, err);
@@ -378,9 +417,10 @@ int instance_start(struct server *srv, const char *id, const char *mode, struct 
     struct store *st = srv->store;
     struct instance_row r;
     bool nogpu = strcmp(mode, "nogpu") == 0;
-    int64_t rate, held;
+    int64_t rate;
+    bool prepaid;
 
-    if (load(st, id, &r, err) < 0)
+    if (load(st, id, &r, err) < 0 || billing_plan_active(st, id, &prepaid, err) < 0)
         return -1;
     if (strcmp(r.state, "running") == 0 || strcmp(r.state, "starting") == 0)
         return 0;
@@ -389,32 +429,21 @@ int instance_start(struct server *srv, const char *id, const char *mode, struct 
                        "instance '%s' is %s: wait until it is stopped, then start it", id, r.state);
     if (check_may_start(srv, r.user_id, err) < 0 ||
         hourly_rate(st, r.model_id, r.gpus, r.region, nogpu, &rate, err) < 0 ||
-        check_balance(st, r.user_id, rate, err) < 0)
-        return -1;
-    if (store_get_int(st, "SELECT COUNT(*) FROM gpus WHERE instance_id = ?1", DB_ARGS(DB_TEXT(id)),
-                      &held, err) < 0)
+        (!prepaid && check_balance(st, r.user_id, rate, err) < 0))
         return -1;
     if (nogpu) {
-        if (free_gpus(st, id, err) < 0)
+        /* a plan keeps its GPUs even while they are not used */
+        if (!prepaid && instance_free_gpus(st, id, err) < 0)
             return -1;
-    } else if (held < r.gpus) {
-        if (free_gpus(st, id, err) < 0)
-            return -1;
-        int rc = reserve_gpus(st, r.node_id, r.model_id, r.gpus, id, err);
-        if (rc < 0)
-            return -1;
-        if (rc == 1)
-            return sl_fail(err, SL_E_CONFLICT, "gpus_unavailable",
-                           "the host of instance '%s' has fewer than %" PRId64 " free GPUs now "
-                           "(its disks live there). Ways out: start it in no-GPU mode (suanli "
-                           "start --no-gpu %s), wait for GPUs to free up, or clone it to "
-                           "another host",
-                           id, r.gpus, id);
+    } else if (instance_hold_gpus(st, id, err) < 0) {
+        return -1;
     }
     /* a new generation: the node retries even a start that failed before */
     if (store_exec(st, "UPDATE instances SET generation = generation + 1 WHERE id = ?1",
                    DB_ARGS(DB_TEXT(id)), err) < 0 ||
         set_state(st, id, "starting", "running", nogpu ? "nogpu" : "gpu", err) < 0 ||
+        store_exec(st, "UPDATE instances SET stopped_at = NULL WHERE id = ?1", DB_ARGS(DB_TEXT(id)),
+                   err) < 0 ||
         instance_event(st, id, "start", "starting", "user", nogpu ? "no-GPU mode" : NULL, err) < 0)
         return -1;
     return bump_node(st, r.node_id, err);
@@ -449,7 +478,11 @@ int instance_release(struct server *srv, const char *id, const char *reason, str
         return -1;
     if (strcmp(r.state, "released") == 0 || strcmp(r.state, "releasing") == 0)
         return 0;
-    if (set_state(st, id, "releasing", "released", NULL, err) < 0 ||
+    /* the unused part of a plan comes back; nothing is billed after this */
+    if (billing_plan_end(srv, id, reason, err) < 0 || billing_close(srv, id, true, err) < 0 ||
+        set_state(st, id, "releasing", "released", NULL, err) < 0 ||
+        store_exec(st, "UPDATE instances SET released_at = ?2 WHERE id = ?1",
+                   DB_ARGS(DB_TEXT(id), DB_INT(sl_time_now())), err) < 0 ||
         instance_event(st, id, "release", "releasing", reason, NULL, err) < 0)
         return -1;
     return bump_node(st, r.node_id, err);
@@ -469,6 +502,36 @@ static json_t *gpu_indices(struct store *st, const char *id, struct sl_error *er
     return rc < 0 ? NULL : TAKE_PTR(out);
 }
 
+/* What the instance costs: its plan, what it has been charged, its rate
+ * now, and when a stopped one will be released. Columns 23..26 of
+ * instance_json's query. Consumes j. */
+static json_t *billing_json(struct server *srv, json_t *j, struct db_rows *rows,
+                            struct sl_error *err)
+{
+    const char *id = json_string_value(json_object_get(j, "id"));
+    const char *state = json_string_value(json_object_get(j, "state"));
+    const char *plan = json_string_value(json_object_get(j, "plan"));
+    int64_t charged, rate;
+
+    if (billing_instance_charged(srv->store, id, &charged, &rate, err) < 0) {
+        json_decref(j);
+        return NULL;
+    }
+    bool prepaid = strcmp(plan, "payg") != 0;
+    bool counting = !prepaid && strcmp(state, "stopped") == 0 && !db_null(rows, 25);
+    json_object_set_new(j, "plan_expires_at", prepaid ? api_time(db_int(rows, 23)) : json_null());
+    json_object_set_new(j, "auto_renew", json_boolean(prepaid && db_int(rows, 24)));
+    json_object_set_new(j, "plan_price_micros", json_integer(prepaid ? db_int(rows, 26) : 0));
+    json_object_set_new(j, "stopped_at",
+                        db_null(rows, 25) ? json_null() : api_time(db_int(rows, 25)));
+    json_object_set_new(j, "release_at",
+                        counting ? api_time(db_int(rows, 25) + srv->cfg.release_after)
+                                 : json_null());
+    json_object_set_new(j, "charged_micros", json_integer(charged));
+    json_object_set_new(j, "rate_per_hour_micros", json_integer(rate));
+    return j;
+}
+
 json_t *instance_json(struct server *srv, const char *id, const char *user_id, struct sl_error *err)
 {
     cleanup_rows struct db_rows *rows = store_query(
@@ -478,7 +541,8 @@ json_t *instance_json(struct server *srv, const char *id, const char *user_id, s
         " m.memory_mib_per_gpu * i.gpus, i.system_disk_gib, i.data_disk_gib, n.address,"
         " i.ssh_port, i.root_password, i.state_message, i.created_at, i.updated_at,"
         " (SELECT COUNT(*) FROM gpus g WHERE g.node_id = i.node_id AND g.simulated = 1"
-        "  AND g.gpu_model_id = i.gpu_model_id) > 0"
+        "  AND g.gpu_model_id = i.gpu_model_id) > 0,"
+        " i.plan_expires_at, i.plan_auto_renew, i.stopped_at, i.plan_price_micros"
         " FROM instances i JOIN gpu_models m ON m.id = i.gpu_model_id"
         " JOIN nodes n ON n.id = i.node_id WHERE i.id = ?1 AND (?2 IS NULL OR i.user_id = ?2)",
         DB_ARGS(DB_TEXT(id), DB_TEXT(user_id)), err);
@@ -497,7 +561,7 @@ json_t *instance_json(struct server *srv, const char *id, const char *user_id, s
     bool nogpu = strcmp(db_text(rows, 10), "nogpu") == 0;
     cleanup_free char *command =
         xasprintf("ssh -p %" PRId64 " root@%s", db_int(rows, 17), db_text(rows, 16));
-    return json_pack(
+    json_t *j = json_pack(
         "{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:o, s:b, s:s, s:s, s:s, s:s, s:s, s:f, s:I, s:I,"
         " s:I, s:{s:s, s:I, s:s, s:s, s:s}, s:s, s:o, s:o}",
         "id", db_text(rows, 0), "name", db_text(rows, 1), "user_id", db_text(rows, 2), "region",
@@ -511,6 +575,9 @@ json_t *instance_json(struct server *srv, const char *id, const char *user_id, s
         db_text(rows, 16), "port", (json_int_t)db_int(rows, 17), "user", "root", "password",
         db_text(rows, 18), "command", command, "state_message", db_text(rows, 19), "created_at",
         api_time(db_int(rows, 20)), "updated_at", api_time(db_int(rows, 21)));
+    if (!j)
+        return NULL;
+    return billing_json(srv, j, rows, err);
 }
 
 static json_t *authorized_keys(struct store *st, const char *user_id, struct sl_error *err)
@@ -554,7 +621,8 @@ json_t *instances_desired(struct server *srv, const char *node_id, struct sl_err
     while ((rc = db_next(rows, err)) == 1) {
         const char *id = db_text(rows, 0);
         bool nogpu = strcmp(db_text(rows, 4), "nogpu") == 0;
-        json_t *gpus = gpu_indices(st, id, err);
+        /* a plan keeps its GPUs in no-GPU mode; they are not attached */
+        json_t *gpus = nogpu ? json_array() : gpu_indices(st, id, err);
         json_t *keys = gpus ? authorized_keys(st, db_text(rows, 11), err) : NULL;
         if (!keys) {
             json_decref(gpus);
@@ -696,8 +764,16 @@ static int apply_one(struct server *srv, const char *node_id, json_t *rep, struc
                            DB_INT(sl_time_now())),
                    err) < 0)
         return -1;
-    /* GPUs go back to the pool once nothing runs on them */
-    if (strcmp(next, "running") != 0 && free_gpus(st, id, err) < 0)
+    /* the meter runs from the moment the node says it runs */
+    if (strcmp(next, "running") == 0 && billing_open_compute(srv, id, err) < 0)
+        return -1;
+    if (strcmp(next, "failed") == 0 && billing_close(srv, id, false, err) < 0)
+        return -1;
+    /* GPUs go back to the pool once nothing runs on them, unless a plan
+     * keeps them */
+    bool prepaid;
+    if (strcmp(next, "running") != 0 && (billing_plan_active(st, id, &prepaid, err) < 0 ||
+                                         (!prepaid && instance_free_gpus(st, id, err) < 0)))
         return -1;
     return instance_event(st, id, kind, next, "node", message, err);
 }

@@ -18,6 +18,8 @@ struct instance_request {
     int64_t gpus;
     const char *image;
     int64_t data_disk_gib;
+    const char *plan; /* NULL: pay-as-you-go */
+    int auto_renew;
 };
 
 /* Places and records a new instance in one transaction: picks an online
@@ -36,6 +38,11 @@ int instance_release(struct server *srv, const char *id, const char *reason, str
  * owned by user_id (NULL: any owner). */
 json_t *instance_json(struct server *srv, const char *id, const char *user_id,
                       struct sl_error *err);
+
+/* GPUs: held back to the pool; or reserved again up to the instance's
+ * count on its host (409 gpus_unavailable when too few are free). */
+int instance_free_gpus(struct store *st, const char *instance_id, struct sl_error *err);
+int instance_hold_gpus(struct store *st, const char *instance_id, struct sl_error *err);
 
 /* Appends an event of an instance. */
 int instance_event(struct store *st, const char *instance_id, const char *kind, const char *state,

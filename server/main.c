@@ -1,5 +1,6 @@
 /* suanlid: the control plane. */
 #include "api.h"
+#include "billing.h"
 #include "bootstrap.h"
 #include "catalog.h"
 #include "http.h"
@@ -14,6 +15,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -64,6 +66,52 @@ static void *maintenance(void *arg)
             store_exec(srv->store, "DELETE FROM login_failures WHERE at < ?1",
                        DB_ARGS(DB_INT(now - srv->cfg.login_failure_window)), &err) < 0)
             log_warn("maintenance: %s", err.message);
+        pthread_mutex_lock(&stop_lock);
+    }
+    pthread_mutex_unlock(&stop_lock);
+    return NULL;
+}
+
+/* The billing loop (billing.h): settles every billing.settle_interval and
+ * applies the money rules. A failed pass is logged and retried at the next
+ * tick; each settlement is its own atomic step, so nothing is half done. */
+static void *billing_loop(void *arg)
+{
+    struct server *srv = arg;
+    int64_t next = sl_time_mono_ms();
+
+    pthread_mutex_lock(&stop_lock);
+    while (!stopping) {
+        next += srv->cfg.settle_interval * 1000;
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        int64_t wait_ms = next - sl_time_mono_ms();
+        if (wait_ms < 0) {
+            wait_ms = 0;
+            next = sl_time_mono_ms();
+        }
+        until.tv_sec += wait_ms / 1000;
+        until.tv_nsec += (wait_ms % 1000) * 1000000;
+        if (until.tv_nsec >= 1000000000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000;
+        }
+        while (!stopping && pthread_cond_timedwait(&stop_cond, &stop_lock, &until) == 0)
+            ;
+        if (stopping)
+            break;
+        pthread_mutex_unlock(&stop_lock);
+        struct sl_error err = SL_ERROR_INIT;
+        struct billing_stats stats;
+        if (billing_run(srv, &stats, &err) < 0)
+            log_warn("billing: %s", err.message);
+        else if (stats.stopped || stats.released || stats.renewed || stats.expired ||
+                 stats.warnings)
+            log_info("billing: %" PRId64 " meters, %" PRId64 " settlements, %" PRId64
+                     " stopped, %" PRId64 " released, %" PRId64 " plans renewed, %" PRId64
+                     " ended, %" PRId64 " warnings in %" PRId64 " ms",
+                     stats.meters, stats.settlements, stats.stopped, stats.released, stats.renewed,
+                     stats.expired, stats.warnings, stats.elapsed_us / 1000);
         pthread_mutex_lock(&stop_lock);
     }
     pthread_mutex_unlock(&stop_lock);
@@ -213,8 +261,9 @@ int main(int argc, char **argv)
     struct http_server *http = http_start(&srv, srv.cfg.listen, &err);
     if (!http)
         die("http", &err);
-    pthread_t maint;
+    pthread_t maint, billing;
     pthread_create(&maint, NULL, maintenance, &srv);
+    pthread_create(&billing, NULL, billing_loop, &srv);
     log_info("suanlid %s listening on http://%s (store %s)", SUANLI_VERSION, srv.cfg.listen,
              store_backend(srv.store));
 
@@ -227,6 +276,7 @@ int main(int argc, char **argv)
     pthread_cond_broadcast(&stop_cond);
     pthread_mutex_unlock(&stop_lock);
     pthread_join(maint, NULL);
+    pthread_join(billing, NULL);
     store_close(srv.store);
     sl_config_release(server_options, server_options_count, &srv.cfg);
     return 0;

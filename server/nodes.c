@@ -7,6 +7,7 @@
 #include "../lib/log.h"
 #include "../lib/timefmt.h"
 #include "api.h"
+#include "billing.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -206,7 +207,7 @@ int nodes_enroll(struct server *srv, const char *join_token, const char *hostnam
 int nodes_heartbeat(struct server *srv, const char *node_id, json_t *inventory,
                     struct sl_error *err)
 {
-    if (nodes_check_inventory(inventory, err) < 0)
+    if (nodes_check_inventory(inventory, err) < 0 || billing_host_reported(srv, node_id, err) < 0)
         return -1;
     return update_inventory(srv->store, node_id, inventory, err);
 }

@@ -71,6 +71,18 @@ const struct sl_option server_options[] = {
         "memory of an instance in no-GPU mode"),
     OPT("images.max_upload_bytes", SL_OPT_INT, "68719476736", 1024, 1LL << 42, max_upload_bytes,
         "largest image archive an admin may upload (suanli admin image import)"),
+    OPT("billing.settle_interval", SL_OPT_DURATION, "60s", 1, DAY, settle_interval,
+        "how often running meters are settled into the ledger (and the balance, plan and "
+        "auto-release rules applied)"),
+    OPT("billing.release_after", SL_OPT_DURATION, "15d", 1, 3650 * DAY, release_after,
+        "a pay-as-you-go instance stopped this long is released (warnings 3 days and 1 day "
+        "before)"),
+    OPT("billing.plan_day_percent", SL_OPT_INT, "95", 1, 100, plan_percent[0],
+        "a day plan costs this % of 24 hours at the hourly price"),
+    OPT("billing.plan_week_percent", SL_OPT_INT, "85", 1, 100, plan_percent[1],
+        "a week plan costs this % of 168 hours at the hourly price"),
+    OPT("billing.plan_month_percent", SL_OPT_INT, "75", 1, 100, plan_percent[2],
+        "a month plan (30 days) costs this % of 720 hours at the hourly price"),
 };
 
 const size_t server_options_count = sizeof(server_options) / sizeof(server_options[0]);

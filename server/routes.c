@@ -28,6 +28,9 @@ const struct api_route api_routes[] = {
 
     R("GET", "/v1/balance", api_balance, 0),
     R("GET", "/v1/ledger", api_ledger, 0),
+    R("GET", "/v1/bills", api_bills, 0),
+    R("GET", "/v1/bills/charges", api_bill_charges, 0),
+    R("GET", "/v1/events", api_events, 0),
     R("POST", "/v1/payments/webhook", api_payment_webhook,
       API_PUBLIC | API_RAW_BODY | API_NO_IDEMPOTENCY),
 
@@ -44,12 +47,17 @@ const struct api_route api_routes[] = {
     R("POST", "/v1/instances/{id}/stop", api_instances_stop, 0),
     R("POST", "/v1/instances/{id}/restart", api_instances_restart, 0),
     R("POST", "/v1/instances/{id}/release", api_instances_release, 0),
+    R("GET", "/v1/instances/{id}/meters", api_instances_meters, 0),
+    R("POST", "/v1/instances/{id}/plan", api_instances_plan, 0),
 
     R("GET", "/v1/admin/users", api_admin_users, API_ADMIN),
     R("POST", "/v1/admin/users/{id}/credit", api_admin_credit, API_ADMIN),
     R("POST", "/v1/admin/users/{id}/verification", api_admin_verification_decide, API_ADMIN),
     R("GET", "/v1/admin/verifications", api_admin_verifications, API_ADMIN),
     R("GET", "/v1/admin/ledger/check", api_admin_ledger_check, API_ADMIN),
+    R("GET", "/v1/admin/billing/check", api_admin_billing_check, API_ADMIN),
+    R("POST", "/v1/admin/billing/run", api_admin_billing_run,
+      API_ADMIN | API_OWN_TX | API_NO_IDEMPOTENCY),
     R("GET", "/v1/admin/regions", api_admin_regions_list, API_ADMIN),
     R("POST", "/v1/admin/regions", api_admin_regions_create, API_ADMIN),
     R("GET", "/v1/admin/gpu-models", api_admin_gpu_models_list, API_ADMIN),

@@ -29,6 +29,13 @@ HANDLER(api_admin_verifications);
 HANDLER(api_admin_verification_decide);
 /* api-money.c */
 HANDLER(api_balance);
+HANDLER(api_bills);
+HANDLER(api_bill_charges);
+HANDLER(api_events);
+HANDLER(api_instances_meters);
+HANDLER(api_instances_plan);
+HANDLER(api_admin_billing_check);
+HANDLER(api_admin_billing_run);
 HANDLER(api_ledger);
 HANDLER(api_admin_credit);
 HANDLER(api_admin_ledger_check);

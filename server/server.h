@@ -41,6 +41,9 @@ struct server_config {
     int64_t nogpu_millicores;
     int64_t nogpu_memory_mib;
     int64_t max_upload_bytes;
+    int64_t settle_interval;
+    int64_t release_after;
+    int64_t plan_percent[3]; /* day, week, month: % of the hourly price paid */
 };
 
 extern const struct sl_option server_options[];

@@ -117,8 +117,11 @@ static int bind_args(sqlite3 *db, sqlite3_stmt *stmt, const struct db_arg *args,
         case DB_ARG_END:
             break;
         }
-        if (rc != SQLITE_OK)
-            return fail_sqlite(err, db, rc, "unable to bind a parameter");
+        if (rc != SQLITE_OK) {
+            fail_sqlite(err, db, rc, "unable to bind a parameter");
+            sl_error_prefix(err, "parameter %d of \"%.60s\"", i + 1, sqlite3_sql(stmt));
+            return -1;
+        }
     }
     return 0;
 }

@@ -1,0 +1,405 @@
+/* Meters: opening, closing and settling billed intervals (billing.h). */
+#include "billing.h"
+
+#include "../lib/cleanup.h"
+#include "../lib/log.h"
+#include "../lib/money.h"
+#include "../lib/timefmt.h"
+#include "../lib/xalloc.h"
+#include "catalog.h"
+#include "instances.h"
+#include "ledger.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#define HOUR 3600
+#define DAY  86400
+
+/* Meters settled per store transaction in a pass: large enough that the
+ * commit's fsync is amortised, small enough that API writers wait at most a
+ * few tens of milliseconds behind one. */
+#define SETTLE_CHUNK 2000
+
+struct meter {
+    int64_t seq, amount, period, started, ended, settled, charged, settlements, heartbeat;
+    char instance_id[SL_ID_MAX], user_id[SL_ID_MAX], node_id[SL_ID_MAX], item[16];
+};
+
+#define METER_COLUMNS                                                                              \
+    "m.seq, m.amount_micros, m.period_s, m.started_at, COALESCE(m.ended_at, -1),"                  \
+    " m.settled_until, m.charged_micros, m.settlements, COALESCE(n.last_heartbeat, 0),"            \
+    " m.instance_id, m.user_id, m.node_id, m.item"
+
+static void meter_read(struct db_rows *rows, struct meter *m)
+{
+    m->seq = db_int(rows, 0);
+    m->amount = db_int(rows, 1);
+    m->period = db_int(rows, 2);
+    m->started = db_int(rows, 3);
+    m->ended = db_int(rows, 4);
+    m->settled = db_int(rows, 5);
+    m->charged = db_int(rows, 6);
+    m->settlements = db_int(rows, 7);
+    m->heartbeat = db_int(rows, 8);
+    snprintf(m->instance_id, sizeof(m->instance_id), "%s", db_text(rows, 9));
+    snprintf(m->user_id, sizeof(m->user_id), "%s", db_text(rows, 10));
+    snprintf(m->node_id, sizeof(m->node_id), "%s", db_text(rows, 11));
+    snprintf(m->item, sizeof(m->item), "%s", db_text(rows, 12));
+}
+
+/* Reads the meters a query selects (its columns: METER_COLUMNS). */
+static struct meter *meters_load(struct store *st, const char *sql, const struct db_arg *args,
+                                 size_t *n, struct sl_error *err)
+{
+    cleanup_rows struct db_rows *rows = store_query(st, sql, args, err);
+    cleanup_free struct meter *out = NULL;
+    size_t cap = 0;
+    int rc;
+
+    *n = 0;
+    if (!rows)
+        return NULL;
+    while ((rc = db_next(rows, err)) == 1) {
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 16;
+            out = xrealloc(out, cap * sizeof(*out));
+        }
+        meter_read(rows, &out[(*n)++]);
+    }
+    if (rc < 0)
+        return NULL;
+    return out ? TAKE_PTR(out) : xcalloc(1, sizeof(*out));
+}
+
+static int64_t min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+static int64_t next_midnight(int64_t t)
+{
+    return (t / DAY + 1) * DAY;
+}
+
+/* One settlement: a ledger transaction moving amount from the user to the
+ * platform for [from, to) of the meter, and its charges row. */
+static int post_settlement(struct store *st, const struct meter *m, int64_t n, int64_t from,
+                           int64_t to, int64_t amount, struct sl_error *err)
+{
+    char account[LEDGER_ACCOUNT_MAX], key[96], txn_id[SL_ID_MAX], memo[64];
+    bool existed;
+
+    snprintf(key, sizeof(key), "settle:%s:%" PRId64 ":%" PRId64, m->instance_id, m->seq, n);
+    snprintf(memo, sizeof(memo), "%s %s", m->item, m->instance_id);
+    struct ledger_txn txn = {
+        .kind = "charge",
+        .memo = memo,
+        .idempotency_key = key,
+        .entries = { { ledger_user_account(account, m->user_id), -amount },
+                     { BILLING_REVENUE_ACCOUNT, amount } },
+        .n_entries = 2,
+    };
+    if (ledger_post(st, &txn, txn_id, &existed, err) < 0)
+        return -1;
+    if (existed) /* the meter's position and the ledger disagree: never paper over that */
+        return sl_fail(err, SL_E_INTERNAL, NULL, "BUG: settlement %s was posted before", key);
+    return store_exec(st,
+                      "INSERT INTO charges (txn_id, user_id, instance_id, item, meter_seq,"
+                      " period_from, period_to, amount_micros, created_at)"
+                      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                      DB_ARGS(DB_TEXT(txn_id), DB_TEXT(m->user_id), DB_TEXT(m->instance_id),
+                              DB_TEXT(m->item), DB_INT(m->seq), DB_INT(from), DB_INT(to),
+                              DB_INT(amount), DB_INT(sl_time_now())),
+                      err) < 0
+               ? -1
+               : 0;
+}
+
+/* Charges m up to `to` (never past its end), one settlement per UTC day
+ * crossed. Runs inside the caller's transaction. */
+static int settle_to(struct store *st, struct meter *m, int64_t to, struct sl_error *err)
+{
+    int64_t u = m->settled, c = m->charged, n = m->settlements;
+
+    if (m->ended >= 0 && to > m->ended)
+        to = m->ended;
+    while (u < to) {
+        int64_t step = min64(to, next_midnight(u)), charged;
+        if (sl_money_prorate(m->amount, step - m->started, m->period, &charged, err) < 0)
+            return -1;
+        if (charged > c && post_settlement(st, m, ++n, u, step, charged - c, err) < 0)
+            return -1;
+        u = step;
+        c = charged;
+    }
+    if (u == m->settled)
+        return 0;
+    int changed = store_exec(
+        st,
+        "UPDATE meters SET settled_until = ?2, charged_micros = ?3,"
+        " settlements = ?4 WHERE seq = ?1 AND settlements = ?5",
+        DB_ARGS(DB_INT(m->seq), DB_INT(u), DB_INT(c), DB_INT(n), DB_INT(m->settlements)), err);
+    if (changed < 0)
+        return -1;
+    if (changed != 1)
+        return sl_fail(err, SL_E_UNAVAILABLE, "busy", "meter %" PRId64 " moved: try again", m->seq);
+    m->settled = u;
+    m->charged = c;
+    m->settlements = n;
+    return 0;
+}
+
+/* Where a meter can be charged to now: not past its host's last report. */
+static int64_t billable_until(const struct meter *m, int64_t now)
+{
+    int64_t to = min64(now, m->heartbeat);
+    return to < m->settled ? m->settled : to;
+}
+
+static int open_meter(struct store *st, const char *instance_id, const char *item, int64_t quantity,
+                      int64_t unit_price, int64_t period, struct sl_error *err)
+{
+    int64_t amount, now = sl_time_now();
+
+    if (sl_money_mul(unit_price, quantity, &amount, err) < 0)
+        return -1;
+    return store_exec(st,
+                      "INSERT INTO meters (instance_id, user_id, node_id, item, quantity,"
+                      " unit_price_micros, amount_micros, period_s, started_at, settled_until)"
+                      " SELECT id, user_id, node_id, ?2, ?3, ?4, ?5, ?6, ?7, ?7 FROM instances"
+                      " WHERE id = ?1",
+                      DB_ARGS(DB_TEXT(instance_id), DB_TEXT(item), DB_INT(quantity),
+                              DB_INT(unit_price), DB_INT(amount), DB_INT(period), DB_INT(now)),
+                      err) < 0
+               ? -1
+               : 0;
+}
+
+int billing_open_compute(struct server *srv, const char *instance_id, struct sl_error *err)
+{
+    struct store *st = srv->store;
+    char item[SL_ID_MAX + 8], mode[8], region[64];
+    int64_t open, gpus, price;
+    bool covered;
+    int rc;
+
+    if (billing_plan_active(st, instance_id, &covered, err) < 0)
+        return -1;
+    if (covered)
+        return 0;
+    if (store_get_int(st,
+                      "SELECT COUNT(*) FROM meters WHERE instance_id = ?1 AND ended_at IS NULL"
+                      " AND item != 'data_disk'",
+                      DB_ARGS(DB_TEXT(instance_id)), &open, err) < 0)
+        return -1;
+    if (open)
+        return 0;
+    {
+        cleanup_rows struct db_rows *rows = store_query(
+            st, "SELECT mode, gpu_model_id, gpus, region_id FROM instances WHERE id = ?1",
+            DB_ARGS(DB_TEXT(instance_id)), err);
+        if (!rows || (rc = db_next(rows, err)) < 0)
+            return -1;
+        if (rc == 0)
+            return sl_fail(err, SL_E_NOT_FOUND, "no_such_instance", "no instance '%s'",
+                           instance_id);
+        snprintf(mode, sizeof(mode), "%s", db_text(rows, 0));
+        if (strcmp(mode, "nogpu") == 0) {
+            snprintf(item, sizeof(item), "%s", CATALOG_NOGPU);
+            gpus = 1;
+        } else {
+            snprintf(item, sizeof(item), "gpu:%s", db_text(rows, 1));
+            gpus = db_int(rows, 2);
+        }
+        snprintf(region, sizeof(region), "%s", db_text(rows, 3));
+    }
+    rc = catalog_price_at(st, item, region, sl_time_now(), &price, NULL, err);
+    if (rc < 0)
+        return -1;
+    if (rc == 0)
+        return sl_fail(err, SL_E_CONFLICT, "no_price",
+                       "this machine has no price in region '%s' yet: ask the operator", region);
+    return open_meter(st, instance_id, strcmp(mode, "nogpu") == 0 ? "nogpu" : "gpu", gpus, price,
+                      HOUR, err);
+}
+
+int billing_open_storage(struct server *srv, const char *instance_id, struct sl_error *err)
+{
+    struct store *st = srv->store;
+    char region[64];
+    int64_t gib, price, free_gib = 0;
+    int rc;
+    {
+        cleanup_rows struct db_rows *rows =
+            store_query(st, "SELECT data_disk_gib, region_id FROM instances WHERE id = ?1",
+                        DB_ARGS(DB_TEXT(instance_id)), err);
+        if (!rows || (rc = db_next(rows, err)) < 0)
+            return -1;
+        if (rc == 0)
+            return sl_fail(err, SL_E_NOT_FOUND, "no_such_instance", "no instance '%s'",
+                           instance_id);
+        gib = db_int(rows, 0);
+        snprintf(region, sizeof(region), "%s", db_text(rows, 1));
+    }
+    rc = catalog_price_at(st, CATALOG_DATA_DISK, region, sl_time_now(), &price, &free_gib, err);
+    if (rc < 0)
+        return -1;
+    if (rc == 0 || gib <= free_gib || price == 0)
+        return 0; /* nothing to bill */
+    return open_meter(st, instance_id, "data_disk", gib - free_gib, price, DAY, err);
+}
+
+int billing_close(struct server *srv, const char *instance_id, bool storage, struct sl_error *err)
+{
+    struct store *st = srv->store;
+    int64_t now = sl_time_now();
+    size_t n;
+
+    if (store_exec(st,
+                   "UPDATE meters SET ended_at = MAX(?2, started_at) WHERE instance_id = ?1"
+                   " AND ended_at IS NULL AND (?3 OR item != 'data_disk')",
+                   DB_ARGS(DB_TEXT(instance_id), DB_INT(now), DB_INT(storage)), err) < 0)
+        return -1;
+    /* settle what just ended, as far as the host has reported */
+    cleanup_free struct meter *ms =
+        meters_load(st,
+                    "SELECT " METER_COLUMNS " FROM meters m JOIN nodes n ON n.id = m.node_id"
+                    " WHERE m.instance_id = ?1 AND m.ended_at IS NOT NULL"
+                    " AND m.settled_until < m.ended_at",
+                    DB_ARGS(DB_TEXT(instance_id)), &n, err);
+    if (!ms)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (settle_to(st, &ms[i], billable_until(&ms[i], now), err) < 0)
+            return -1;
+    return 0;
+}
+
+int billing_host_reported(struct server *srv, const char *node_id, struct sl_error *err)
+{
+    struct store *st = srv->store;
+    int64_t now = sl_time_now(), last;
+    size_t n;
+    int rc;
+
+    rc = store_get_int(st,
+                       "SELECT last_heartbeat FROM nodes WHERE id = ?1 AND last_heartbeat"
+                       " IS NOT NULL",
+                       DB_ARGS(DB_TEXT(node_id)), &last, err);
+    if (rc <= 0 || now - last <= srv->cfg.node_offline_after)
+        return rc < 0 ? -1 : 0;
+    /* every meter that ran during the silence: settle to the last report,
+     * end it there, and start the open ones again now */
+    cleanup_free struct meter *ms =
+        meters_load(st,
+                    "SELECT " METER_COLUMNS " FROM meters m JOIN nodes n ON n.id = m.node_id"
+                    " WHERE m.node_id = ?1 AND (m.ended_at IS NULL OR m.ended_at > ?2)",
+                    DB_ARGS(DB_TEXT(node_id), DB_INT(last)), &n, err);
+    if (!ms)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        struct meter *m = &ms[i];
+        int64_t cut = m->started > last ? m->started : last;
+        bool was_open = m->ended < 0;
+        if (store_exec(st, "UPDATE meters SET ended_at = ?2 WHERE seq = ?1",
+                       DB_ARGS(DB_INT(m->seq), DB_INT(cut)), err) < 0)
+            return -1;
+        m->ended = cut;
+        if (settle_to(st, m, cut, err) < 0)
+            return -1;
+        if (was_open &&
+            store_exec(st,
+                       "INSERT INTO meters (instance_id, user_id, node_id, item, quantity,"
+                       " unit_price_micros, amount_micros, period_s, started_at, settled_until)"
+                       " SELECT instance_id, user_id, node_id, item, quantity, unit_price_micros,"
+                       " amount_micros, period_s, ?2, ?2 FROM meters WHERE seq = ?1",
+                       DB_ARGS(DB_INT(m->seq), DB_INT(now)), err) < 0)
+            return -1;
+    }
+    /* prepaid time the renter could not use is given back */
+    if (store_exec(st,
+                   "UPDATE instances SET plan_expires_at = plan_expires_at + ?3"
+                   " WHERE node_id = ?1 AND plan != 'payg' AND plan_expires_at > ?2",
+                   DB_ARGS(DB_TEXT(node_id), DB_INT(last), DB_INT(now - last)), err) < 0)
+        return -1;
+    char from[SL_TIME_FORMAT_MAX], to[SL_TIME_FORMAT_MAX];
+    cleanup_free char *message =
+        xasprintf("the host did not report from %s to %s: that time is not billed",
+                  sl_time_format(last, from), sl_time_format(now, to));
+    if (store_exec(st,
+                   "INSERT INTO events (instance_id, user_id, kind, state, reason, message,"
+                   " created_at) SELECT id, user_id, 'host_back', state, 'host_lost', ?2, ?3"
+                   " FROM instances WHERE node_id = ?1 AND state != 'released'",
+                   DB_ARGS(DB_TEXT(node_id), DB_TEXT(message), DB_INT(now)), err) < 0)
+        return -1;
+    log_info("billing: host %s back after %" PRId64 " s silent: %zu meters cut", node_id,
+             now - last, n);
+    return 0;
+}
+
+int billing_settle(struct server *srv, struct billing_stats *stats, struct sl_error *err)
+{
+    struct store *st = srv->store;
+    int64_t now = sl_time_now(), after = 0;
+
+    if (ledger_open_account(st, BILLING_REVENUE_ACCOUNT, NULL, err) < 0)
+        return -1;
+    for (;;) {
+        cleanup_tx struct store *tx = NULL;
+        size_t n;
+
+        if (store_begin(st, err) < 0)
+            return -1;
+        tx = st;
+        cleanup_free struct meter *ms =
+            meters_load(st,
+                        "SELECT " METER_COLUMNS " FROM meters m JOIN nodes n ON n.id = m.node_id"
+                        " WHERE (m.ended_at IS NULL OR m.settled_until < m.ended_at)"
+                        " AND m.seq > ?1 ORDER BY m.seq LIMIT ?2",
+                        DB_ARGS(DB_INT(after), DB_INT(SETTLE_CHUNK)), &n, err);
+        if (!ms)
+            return -1;
+        for (size_t i = 0; i < n; i++) {
+            int64_t before = ms[i].settlements;
+            if (settle_to(st, &ms[i], billable_until(&ms[i], now), err) < 0)
+                return -1;
+            stats->settlements += ms[i].settlements - before;
+        }
+        stats->meters += (int64_t)n;
+        if (store_commit(st, err) < 0)
+            return -1;
+        tx = NULL;
+        if (n < SETTLE_CHUNK)
+            return 0;
+        after = ms[n - 1].seq;
+    }
+}
+
+int billing_spend_per_hour(struct store *st, const char *user_id, int64_t *spend,
+                           struct sl_error *err)
+{
+    return store_get_int(st,
+                         "SELECT COALESCE(SUM(amount_micros * 3600 / period_s), 0) FROM meters"
+                         " WHERE user_id = ?1 AND ended_at IS NULL",
+                         DB_ARGS(DB_TEXT(user_id)), spend, err) < 0
+               ? -1
+               : 0;
+}
+
+int billing_instance_charged(struct store *st, const char *instance_id, int64_t *charged,
+                             int64_t *rate_per_hour, struct sl_error *err)
+{
+    if (store_get_int(st,
+                      "SELECT COALESCE(SUM(amount_micros), 0) FROM charges"
+                      " WHERE instance_id = ?1",
+                      DB_ARGS(DB_TEXT(instance_id)), charged, err) < 0)
+        return -1;
+    return store_get_int(st,
+                         "SELECT COALESCE(SUM(amount_micros * 3600 / period_s), 0) FROM meters"
+                         " WHERE instance_id = ?1 AND ended_at IS NULL",
+                         DB_ARGS(DB_TEXT(instance_id)), rate_per_hour, err) < 0
+               ? -1
+               : 0;
+}

@@ -1,0 +1,275 @@
+/* The billing loop's pass: settle, then the rules that act on money
+ * (DESIGN.md section 4): plans end or renew, a balance under an hour of
+ * spend is warned about, at zero running instances stop (never released),
+ * and instances stopped for billing.release_after are released after
+ * warnings 3 days and 1 day before. */
+#include "billing.h"
+
+#include "../lib/cleanup.h"
+#include "../lib/log.h"
+#include "../lib/money.h"
+#include "../lib/timefmt.h"
+#include "../lib/xalloc.h"
+#include "instances.h"
+#include "ledger.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+int billing_user_event(struct store *st, const char *user_id, const char *kind, const char *reason,
+                       const char *message, struct sl_error *err)
+{
+    return store_exec(st,
+                      "INSERT INTO events (instance_id, user_id, kind, state, reason, message,"
+                      " created_at) VALUES ('', ?1, ?2, '', ?3, ?4, ?5)",
+                      DB_ARGS(DB_TEXT(user_id), DB_TEXT(kind), DB_TEXT(reason), DB_TEXT(message),
+                              DB_INT(sl_time_now())),
+                      err) < 0
+               ? -1
+               : 0;
+}
+
+/* A list of ids a query selects, read before anything is written. */
+struct id_list {
+    char (*ids)[SL_ID_MAX];
+    int64_t *values;
+    size_t n;
+};
+
+static void id_list_release(struct id_list *l)
+{
+    free(l->ids);
+    free(l->values);
+}
+#define cleanup_id_list __attribute__((cleanup(id_list_release)))
+
+/* Columns: id, then an optional integer. */
+static int id_list_load(struct store *st, struct id_list *l, const char *sql,
+                        const struct db_arg *args, struct sl_error *err)
+{
+    cleanup_rows struct db_rows *rows = store_query(st, sql, args, err);
+    size_t cap = 0;
+    int rc;
+
+    memset(l, 0, sizeof(*l));
+    if (!rows)
+        return -1;
+    while ((rc = db_next(rows, err)) == 1) {
+        if (l->n == cap) {
+            cap = cap ? cap * 2 : 16;
+            l->ids = xrealloc(l->ids, cap * sizeof(*l->ids));
+            l->values = xrealloc(l->values, cap * sizeof(*l->values));
+        }
+        snprintf(l->ids[l->n], SL_ID_MAX, "%s", db_text(rows, 0));
+        l->values[l->n++] = db_int(rows, 1);
+    }
+    return rc < 0 ? -1 : 0;
+}
+
+/* Runs fn on one id in its own transaction. */
+static int in_tx(struct server *srv, const char *id, int64_t value,
+                 int (*fn)(struct server *, const char *, int64_t, struct billing_stats *,
+                           struct sl_error *),
+                 struct billing_stats *stats, struct sl_error *err)
+{
+    cleanup_tx struct store *tx = NULL;
+
+    if (store_begin(srv->store, err) < 0)
+        return -1;
+    tx = srv->store;
+    if (fn(srv, id, value, stats, err) < 0 || store_commit(srv->store, err) < 0)
+        return -1;
+    tx = NULL;
+    return 0;
+}
+
+static int stop_for_balance(struct server *srv, const char *id, int64_t balance,
+                            struct billing_stats *stats, struct sl_error *err)
+{
+    char have[SL_MONEY_FORMAT_MAX];
+    cleanup_free char *message =
+        xasprintf("the balance reached %s: stopped; the disks are kept and keep costing their "
+                  "storage. Top up, then start it again",
+                  sl_money_format(balance, have));
+
+    if (instance_stop(srv, id, "balance", err) < 0 ||
+        instance_event(srv->store, id, "balance_stop", "stopping", "balance", message, err) < 0)
+        return -1;
+    stats->stopped++;
+    return 0;
+}
+
+/* At zero, the user's running pay-as-you-go instances stop. */
+static int balance_stops(struct server *srv, struct billing_stats *stats, struct sl_error *err)
+{
+    cleanup_id_list struct id_list l;
+
+    if (id_list_load(srv->store, &l,
+                     "SELECT i.id, a.balance_micros FROM instances i"
+                     " JOIN accounts a ON a.id = 'user:' || i.user_id"
+                     " WHERE a.balance_micros <= 0 AND i.plan = 'payg'"
+                     " AND i.state IN ('creating', 'starting', 'running')",
+                     DB_NO_ARGS, err) < 0)
+        return -1;
+    for (size_t i = 0; i < l.n; i++)
+        if (in_tx(srv, l.ids[i], l.values[i], stop_for_balance, stats, err) < 0)
+            return -1;
+    return 0;
+}
+
+static int warn_balance(struct server *srv, const char *user_id, int64_t warned,
+                        struct billing_stats *stats, struct sl_error *err)
+{
+    struct store *st = srv->store;
+    char account[LEDGER_ACCOUNT_MAX], have[SL_MONEY_FORMAT_MAX], rate[SL_MONEY_FORMAT_MAX];
+    int64_t balance, spend;
+
+    if (ledger_balance(st, ledger_user_account(account, user_id), &balance, err) < 0 ||
+        billing_spend_per_hour(st, user_id, &spend, err) < 0)
+        return -1;
+    int64_t covers = sl_money_covers_seconds(balance, spend);
+    bool low = spend > 0 && covers < 3600;
+    if (low == (warned != 0))
+        return 0;
+    if (store_exec(st, "UPDATE users SET balance_warned = ?2 WHERE id = ?1",
+                   DB_ARGS(DB_TEXT(user_id), DB_INT(low)), err) < 0)
+        return -1;
+    if (!low)
+        return 0;
+    cleanup_free char *message = xasprintf(
+        "the balance %s lasts about %" PRId64 " minutes at %s per hour: top up, or running "
+        "instances stop when it reaches zero (their disks are kept)",
+        sl_money_format(balance, have), covers / 60, sl_money_format(spend, rate));
+    stats->warnings++;
+    return billing_user_event(st, user_id, "balance_low", "balance", message, err);
+}
+
+/* Users whose balance covers less than an hour of spend get one warning
+ * until it covers an hour again. */
+static int balance_warnings(struct server *srv, struct billing_stats *stats, struct sl_error *err)
+{
+    cleanup_id_list struct id_list l;
+
+    if (id_list_load(srv->store, &l,
+                     "SELECT u.id, u.balance_warned FROM users u WHERE u.balance_warned != 0"
+                     " OR u.id IN (SELECT user_id FROM meters WHERE ended_at IS NULL)",
+                     DB_NO_ARGS, err) < 0)
+        return -1;
+    for (size_t i = 0; i < l.n; i++)
+        if (in_tx(srv, l.ids[i], l.values[i], warn_balance, stats, err) < 0)
+            return -1;
+    return 0;
+}
+
+static int release_or_warn(struct server *srv, const char *id, int64_t stopped_at,
+                           struct billing_stats *stats, struct sl_error *err)
+{
+    struct store *st = srv->store;
+    int64_t left = stopped_at + srv->cfg.release_after - sl_time_now(), warned;
+    char when[SL_TIME_FORMAT_MAX];
+
+    if (left <= 0) {
+        cleanup_free char *message = xasprintf(
+            "stopped since %s, longer than the %" PRId64 " days kept: released with its disks",
+            sl_time_format(stopped_at, when), srv->cfg.release_after / 86400);
+        if (instance_release(srv, id, "auto_release", err) < 0 ||
+            instance_event(st, id, "auto_release", "releasing", "auto_release", message, err) < 0)
+            return -1;
+        stats->released++;
+        return 0;
+    }
+    if (store_get_int(st, "SELECT release_warnings FROM instances WHERE id = ?1",
+                      DB_ARGS(DB_TEXT(id)), &warned, err) < 0)
+        return -1;
+    int due = left <= 86400 ? 2 : left <= 3 * 86400 ? 1 : 0;
+    if (due <= warned)
+        return 0;
+    cleanup_free char *message = xasprintf(
+        "stopped instances are released after %" PRId64 " days: this one will be released at %s "
+        "with its disks unless it is started (or given a plan) before",
+        srv->cfg.release_after / 86400, sl_time_format(stopped_at + srv->cfg.release_after, when));
+    stats->warnings++;
+    return store_exec(st, "UPDATE instances SET release_warnings = ?2 WHERE id = ?1",
+                      DB_ARGS(DB_TEXT(id), DB_INT(due)), err) < 0 ||
+                   instance_event(st, id, "release_warning", "stopped", "auto_release", message,
+                                  err) < 0
+               ? -1
+               : 0;
+}
+
+static int auto_release(struct server *srv, struct billing_stats *stats, struct sl_error *err)
+{
+    cleanup_id_list struct id_list l;
+    int64_t now = sl_time_now();
+
+    if (id_list_load(srv->store, &l,
+                     "SELECT id, stopped_at FROM instances WHERE state = 'stopped'"
+                     " AND plan = 'payg' AND stopped_at IS NOT NULL AND stopped_at <= ?1"
+                     " AND (stopped_at <= ?2 OR release_warnings < 2)",
+                     DB_ARGS(DB_INT(now - srv->cfg.release_after + 3 * 86400),
+                             DB_INT(now - srv->cfg.release_after)),
+                     err) < 0)
+        return -1;
+    for (size_t i = 0; i < l.n; i++)
+        if (in_tx(srv, l.ids[i], l.values[i], release_or_warn, stats, err) < 0)
+            return -1;
+    return 0;
+}
+
+int billing_run(struct server *srv, struct billing_stats *stats, struct sl_error *err)
+{
+    int64_t t0 = sl_time_mono_us();
+
+    memset(stats, 0, sizeof(*stats));
+    if (billing_settle(srv, stats, err) < 0 || billing_plans_expire(srv, stats, err) < 0 ||
+        balance_warnings(srv, stats, err) < 0 || balance_stops(srv, stats, err) < 0 ||
+        auto_release(srv, stats, err) < 0)
+        return -1;
+    stats->elapsed_us = sl_time_mono_us() - t0;
+    return 0;
+}
+
+int billing_check(struct store *st, struct billing_check *out, struct sl_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    /* charged is the floor formula at the settled position; in SQLite the
+     * product can pass 2^63 only for absurd rates, which the API refuses */
+    if (store_get_int(st, "SELECT COUNT(*) FROM meters", DB_NO_ARGS, &out->meters, err) < 0 ||
+        store_get_int(st,
+                      "SELECT COUNT(*) FROM meters WHERE charged_micros !="
+                      " (amount_micros * (settled_until - started_at)) / period_s",
+                      DB_NO_ARGS, &out->bad_charged, err) < 0 ||
+        store_get_int(st,
+                      "SELECT COUNT(*) FROM meters m LEFT JOIN (SELECT meter_seq,"
+                      " SUM(amount_micros) AS total FROM charges WHERE meter_seq IS NOT NULL"
+                      " GROUP BY meter_seq) c ON c.meter_seq = m.seq"
+                      " WHERE m.charged_micros != COALESCE(c.total, 0)",
+                      DB_NO_ARGS, &out->bad_sums, err) < 0 ||
+        store_get_int(st,
+                      "SELECT COUNT(*) FROM meters WHERE settled_until < started_at"
+                      " OR (ended_at IS NOT NULL AND (settled_until > ended_at"
+                      " OR ended_at < started_at))",
+                      DB_NO_ARGS, &out->bad_positions, err) < 0 ||
+        store_get_int(st,
+                      "SELECT COUNT(*) FROM charges c JOIN instances i ON i.id = c.instance_id"
+                      " WHERE i.released_at IS NOT NULL AND c.period_to > i.released_at"
+                      " AND c.meter_seq IS NOT NULL",
+                      DB_NO_ARGS, &out->after_release, err) < 0 ||
+        store_get_int(st,
+                      "SELECT COUNT(*) FROM charges c JOIN ledger_txns t ON t.id = c.txn_id"
+                      " JOIN meters m ON m.seq = c.meter_seq WHERE t.idempotency_key NOT LIKE"
+                      " 'settle:' || m.instance_id || ':' || m.seq || ':%'",
+                      DB_NO_ARGS, &out->bad_keys, err) < 0 ||
+        store_get_int(st, "SELECT COALESCE(SUM(amount_micros), 0) FROM charges", DB_NO_ARGS,
+                      &out->charges_total, err) < 0)
+        return -1;
+    /* every charge is the user side of its ledger transaction */
+    return store_get_int(st,
+                         "SELECT COALESCE(-SUM(e.amount_micros), 0) FROM charges c"
+                         " JOIN ledger_entries e ON e.txn_id = c.txn_id"
+                         " AND e.account_id = 'user:' || c.user_id",
+                         DB_NO_ARGS, &out->ledger_charges, err) < 0
+               ? -1
+               : 0;
+}

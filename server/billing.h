@@ -1,0 +1,109 @@
+/* Billing (DESIGN.md section 4): meters, settlement, prepaid plans and the
+ * rules that act on money (stop at zero, auto-release).
+ *
+ * A meter is one billed interval of one instance at rates snapshotted when
+ * it began: GPU mode (gpus x model price per hour), no-GPU mode (flat per
+ * hour) or the data disk (GiB over the free size x price per GiB-day). A
+ * meter of `amount` per `period` seconds that started at s has cost
+ * floor(amount * (t - s) / period) by time t; a settlement adds what that
+ * formula grew by since the previous one, so no frequency drifts.
+ *
+ * A meter is charged up to min(now, its end, its host's last heartbeat):
+ * time after a host's last report is never billed before the host reports
+ * again, and when it reports after a silence longer than
+ * nodes.offline_after, the silence is cut out of every meter (each open
+ * meter ends at the last heartbeat and a new one with the same rates starts
+ * now) and prepaid plans are lengthened by it.
+ *
+ * Each settlement is one ledger transaction with the idempotency key
+ * "settle:INSTANCE:METER:N" plus a `charges` row saying what it was for,
+ * written in the same store transaction as the meter's new position. Every
+ * settlement also splits at UTC midnight so that a day's bill is exact.
+ *
+ * "Now" is sl_time_now(): tests install a fake clock. */
+#ifndef SL_BILLING_H
+#define SL_BILLING_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "server.h"
+
+#define BILLING_REVENUE_ACCOUNT "system:revenue"
+
+/* Opens the instance's compute meter (gpu or nogpu after its mode) unless
+ * one is open or a prepaid plan covers its compute. */
+int billing_open_compute(struct server *srv, const char *instance_id, struct sl_error *err);
+/* Opens the data disk meter when the disk is larger than the free size. */
+int billing_open_storage(struct server *srv, const char *instance_id, struct sl_error *err);
+/* Ends the instance's compute meter (and, with storage, every meter) now
+ * and settles it. */
+int billing_close(struct server *srv, const char *instance_id, bool storage, struct sl_error *err);
+
+/* Called when a node reports (its last_heartbeat not yet updated to now):
+ * when it was silent longer than nodes.offline_after, cuts the silence out
+ * of its meters and plans. */
+int billing_host_reported(struct server *srv, const char *node_id, struct sl_error *err);
+
+struct billing_stats {
+    int64_t meters;      /* meters looked at */
+    int64_t settlements; /* ledger transactions written */
+    int64_t stopped;     /* instances stopped: balance or plan expiry */
+    int64_t warnings;    /* events: balance low, release soon */
+    int64_t released;    /* instances released after the stop period */
+    int64_t renewed;     /* plans renewed */
+    int64_t expired;     /* plans ended */
+    int64_t elapsed_us;
+};
+
+/* Settles every meter up to now. */
+int billing_settle(struct server *srv, struct billing_stats *stats, struct sl_error *err);
+/* One pass of the billing loop: settle, then plans, balance, auto-release. */
+int billing_run(struct server *srv, struct billing_stats *stats, struct sl_error *err);
+
+/* Plans: "payg", "day", "week", "month". */
+int billing_plan_period(const char *plan, int64_t *seconds, struct sl_error *err);
+/* The up-front price of plan for the instance at today's rates. */
+int billing_plan_price(struct server *srv, const char *instance_id, const char *plan,
+                       int64_t *price, struct sl_error *err);
+/* Moves the instance to plan: buys it (charged now, GPUs kept reserved),
+ * refunds the unused part of the current one when leaving it, or only
+ * changes auto_renew (-1 keeps it) when the plan is the same. */
+int billing_plan_set(struct server *srv, const char *instance_id, const char *plan, int auto_renew,
+                     struct sl_error *err);
+/* Refunds an active plan's unused part and ends it (release does this). */
+int billing_plan_end(struct server *srv, const char *instance_id, const char *reason,
+                     struct sl_error *err);
+/* Renews or ends the plans whose time is up (hosts that are silent wait). */
+int billing_plans_expire(struct server *srv, struct billing_stats *stats, struct sl_error *err);
+/* True when the instance has a prepaid plan (until the billing loop ends
+ * it, which it does at the plan's end). */
+int billing_plan_active(struct store *st, const char *instance_id, bool *active,
+                        struct sl_error *err);
+
+/* What the user's open meters cost per hour now. */
+int billing_spend_per_hour(struct store *st, const char *user_id, int64_t *spend,
+                           struct sl_error *err);
+/* All the instance has been charged (meters, plans, refunds). */
+int billing_instance_charged(struct store *st, const char *instance_id, int64_t *charged,
+                             int64_t *rate_per_hour, struct sl_error *err);
+
+/* A user's event, not tied to one instance (instance_id ''). */
+int billing_user_event(struct store *st, const char *user_id, const char *kind, const char *reason,
+                       const char *message, struct sl_error *err);
+
+struct billing_check {
+    int64_t meters;
+    int64_t bad_charged;    /* charged != floor formula at settled_until */
+    int64_t bad_sums;       /* sum of a meter's charges != its charged */
+    int64_t bad_positions;  /* settled past its end, or an end before its start */
+    int64_t after_release;  /* charged past the instance's release */
+    int64_t bad_keys;       /* settlement keys not one per (meter, sequence) */
+    int64_t charges_total;  /* sum of charges */
+    int64_t ledger_charges; /* sum of the user side of charge transactions */
+};
+
+/* Verifies the billing invariants over the whole store. */
+int billing_check(struct store *st, struct billing_check *out, struct sl_error *err);
+
+#endif
