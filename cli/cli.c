@@ -7,6 +7,7 @@
 #include "../lib/money.h"
 #include "../lib/xalloc.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 int cli_usage_error(struct cli *cli, const char *fmt, ...)
@@ -68,11 +70,45 @@ int cli_need_token(struct cli *cli)
     return CLI_EXIT_AUTH;
 }
 
-int cli_getopt(int argc, char **argv, const struct option *longopts)
+int cli_set_output(struct cli *cli, const char *text)
 {
-    /* a leading ':' reports a missing argument as ':' so we can word it */
-    int c = getopt_long(argc, argv, ":", longopts, NULL);
+    if (strcmp(text, "table") == 0) {
+        cli->output = OUTPUT_TABLE;
+    } else if (strcmp(text, "json") == 0) {
+        cli->output = OUTPUT_JSON;
+    } else if (strcmp(text, "csv") == 0 && (!cli->cmd || cli->cmd->csv)) {
+        cli->output = OUTPUT_CSV;
+    } else if (strcmp(text, "csv") == 0) {
+        fprintf(stderr, "suanli: '%s' prints no CSV: use -o table or -o json\n", cli->cmd->name);
+        return -1;
+    } else {
+        fprintf(stderr, "suanli: -o takes table, json or csv, not '%s'\n", text);
+        return -1;
+    }
+    return 0;
+}
 
+#define MAX_OPTIONS 32
+
+int cli_getopt(struct cli *cli, int argc, char **argv, const struct option *longopts)
+{
+    struct option all[MAX_OPTIONS + 2];
+    size_t n = 0;
+    int c;
+
+    for (; longopts[n].name; n++) {
+        if (n == MAX_OPTIONS) {
+            fprintf(stderr, "suanli: BUG: '%s' has more than %d options\n", argv[0], MAX_OPTIONS);
+            abort();
+        }
+        all[n] = longopts[n];
+    }
+    all[n++] = (struct option){ "output", required_argument, NULL, 'o' };
+    all[n] = (struct option){ 0 };
+    /* a leading ':' reports a missing argument as ':' so we can word it */
+    while ((c = getopt_long(argc, argv, ":o:", all, NULL)) == 'o')
+        if (cli_set_output(cli, optarg) < 0)
+            return '?';
     if (c == ':') {
         fprintf(stderr, "suanli: option '%s' needs a value\n", argv[optind - 1]);
         return '?';
@@ -88,7 +124,7 @@ int cli_no_args(struct cli *cli, int argc, char **argv)
 {
     static const struct option none[] = { { 0 } };
 
-    if (cli_getopt(argc, argv, none) != -1)
+    if (cli_getopt(cli, argc, argv, none) != -1)
         return cli_usage_error(cli, "'%s' takes no options", cli->cmd->name);
     return cli_positionals(cli, argc, argv, 0);
 }
@@ -128,6 +164,45 @@ int cli_parse_amount(struct cli *cli, const char *what, const char *text, int64_
         return -1;
     }
     return 0;
+}
+
+int cli_check_date(struct cli *cli, const char *what, const char *text, size_t len)
+{
+    const char *example = len == 7 ? "YYYY-MM, such as 2026-11" : "YYYY-MM-DD, such as 2026-11-30";
+    struct tm tm = { 0 };
+    int y, m, d = 1;
+
+    /* the digits and dashes first, then the calendar: 2026-02-30 is no day */
+    bool shaped = strlen(text) == len;
+    for (size_t i = 0; shaped && i < len; i++)
+        shaped = i == 4 || i == 7 ? text[i] == '-' : isdigit((unsigned char)text[i]);
+    if (shaped)
+        shaped = len == 7 ? sscanf(text, "%4d-%2d", &y, &m) == 2
+                          : sscanf(text, "%4d-%2d-%2d", &y, &m, &d) == 3;
+    if (shaped) {
+        tm.tm_year = y - 1900;
+        tm.tm_mon = m - 1;
+        tm.tm_mday = d;
+        time_t t = timegm(&tm);
+        struct tm back;
+        shaped = y >= 1970 && gmtime_r(&t, &back) && back.tm_year == y - 1900 &&
+                 back.tm_mon == m - 1 && back.tm_mday == d;
+    }
+    if (!shaped) {
+        cli_usage_error(cli, "%s must be %s, not '%s'", what, example, text);
+        return -1;
+    }
+    return 0;
+}
+
+bool cli_is_plan(const char *plan)
+{
+    static const char *const plans[] = { "payg", "day", "week", "month" };
+
+    for (size_t i = 0; i < ARRAY_SIZE(plans); i++)
+        if (strcmp(plan, plans[i]) == 0)
+            return true;
+    return false;
 }
 
 static char *read_line(FILE *f)
@@ -224,7 +299,7 @@ int cli_remove_one(struct cli *cli, int argc, char **argv, const char *collectio
     struct sl_error err = SL_ERROR_INIT;
     int status;
 
-    if (cli_getopt(argc, argv, none) != -1)
+    if (cli_getopt(cli, argc, argv, none) != -1)
         return cli_usage_error(cli, "bad option");
     if ((status = cli_positionals(cli, argc, argv, 1)) || (status = cli_need_token(cli)))
         return status;

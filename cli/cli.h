@@ -37,6 +37,7 @@ struct cli_command {
     const char *usage;                    /* arguments after the name */
     const char *summary;
     int (*run)(struct cli *cli, int argc, char **argv);
+    bool csv; /* prints CSV with -o csv (other commands refuse it) */
 };
 
 /* What every command sees: the resolved server and token, the output mode,
@@ -65,9 +66,14 @@ int cli_exit_status(enum sl_error_kind kind);
 int cli_need_token(struct cli *cli);
 
 /* Resets getopt and parses options of argv; a thin wrapper so every command
- * handles '?' and missing arguments the same way. Returns the option
+ * handles '?' and missing arguments the same way, and takes -o / --output
+ * after the command name as well as before it. Returns the option
  * character, -1 at the end, or '?' on error (already reported). */
-int cli_getopt(int argc, char **argv, const struct option *longopts);
+int cli_getopt(struct cli *cli, int argc, char **argv, const struct option *longopts);
+
+/* Sets cli->output from "table", "json" or "csv" (csv only for commands
+ * that print it). Returns 0, or -1 after saying what is wrong. */
+int cli_set_output(struct cli *cli, const char *text);
 
 /* For commands without options or arguments: a usage error if argv holds
  * any; CLI_EXIT_OK otherwise. */
@@ -90,6 +96,14 @@ int cli_parse_int(struct cli *cli, const char *what, const char *text, int64_t m
  * otherwise. */
 int cli_parse_amount(struct cli *cli, const char *what, const char *text, int64_t *out);
 
+/* Checks that text is a month "YYYY-MM" (month is 7) or a day "YYYY-MM-DD"
+ * of the calendar (10); a usage error naming the option otherwise (prints,
+ * returns -1). */
+int cli_check_date(struct cli *cli, const char *what, const char *text, size_t len);
+
+/* Prepaid plans a renter can pick: "payg", "day", "week", "month". */
+bool cli_is_plan(const char *plan);
+
 /* Reads a password: one line of stdin when from_stdin, else $SUANLI_PASSWORD,
  * else a no-echo prompt on the terminal (asked twice when confirm). Returns a
  * new string or NULL with err filled (SL_E_INVALID when there is no way to
@@ -106,6 +120,7 @@ extern const struct cli_command cmd_token_create, cmd_token_ls, cmd_token_rm;
 extern const struct cli_command cmd_key_add, cmd_key_ls, cmd_key_rm;
 extern const struct cli_command cmd_verify;
 extern const struct cli_command cmd_balance, cmd_ledger;
+extern const struct cli_command cmd_bill, cmd_bill_charges, cmd_plan;
 extern const struct cli_command cmd_market, cmd_regions, cmd_gpu_models;
 extern const struct cli_command cmd_create, cmd_ls, cmd_show, cmd_events, cmd_stop, cmd_start,
     cmd_restart, cmd_release, cmd_ssh;
@@ -115,6 +130,7 @@ extern const struct cli_command cmd_admin_node_ls, cmd_admin_node_show, cmd_admi
 extern const struct cli_command cmd_admin_user_ls, cmd_admin_credit, cmd_admin_verification_ls,
     cmd_admin_verification_approve, cmd_admin_verification_reject, cmd_admin_region_ls,
     cmd_admin_region_add, cmd_admin_gpu_model_ls, cmd_admin_gpu_model_add,
-    cmd_admin_gpu_model_price, cmd_admin_price_ls, cmd_admin_price_set, cmd_admin_ledger_check;
+    cmd_admin_gpu_model_price, cmd_admin_price_ls, cmd_admin_price_set, cmd_admin_ledger_check,
+    cmd_admin_billing_check, cmd_admin_billing_run;
 
 #endif

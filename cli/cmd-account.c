@@ -54,7 +54,7 @@ static int parse_account_args(struct cli *cli, int argc, char **argv, bool allow
 {
     int c;
 
-    while ((c = cli_getopt(argc, argv, account_options)) != -1) {
+    while ((c = cli_getopt(cli, argc, argv, account_options)) != -1) {
         switch (c) {
         case OPT_EMAIL:
             a->email = optarg;

@@ -74,7 +74,7 @@ static int run_user_ls(struct cli *cli, int argc, char **argv)
     const char *email = NULL;
     int c, status;
 
-    while ((c = cli_getopt(argc, argv, opts)) != -1) {
+    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
         if (c != 'e')
             return cli_usage_error(cli, "bad option");
         email = optarg;
@@ -103,7 +103,7 @@ static int run_credit(struct cli *cli, int argc, char **argv)
     char key[33], shown[OUTPUT_MONEY_MAX], balance[OUTPUT_MONEY_MAX];
     int c, status;
 
-    while ((c = cli_getopt(argc, argv, opts)) != -1) {
+    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
         if (c != 'm')
             return cli_usage_error(cli, "bad option");
         memo = optarg;
@@ -152,7 +152,7 @@ static int run_verification_ls(struct cli *cli, int argc, char **argv)
     const char *state = "pending";
     int c, status;
 
-    while ((c = cli_getopt(argc, argv, opts)) != -1) {
+    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
         if (c != 's')
             return cli_usage_error(cli, "bad option");
         state = optarg;
@@ -178,7 +178,7 @@ static int decide(struct cli *cli, int argc, char **argv, bool approve)
     const char *reason = NULL;
     int c, status;
 
-    while ((c = cli_getopt(argc, argv, approve ? no_options : opts)) != -1) {
+    while ((c = cli_getopt(cli, argc, argv, approve ? no_options : opts)) != -1) {
         if (c != 'r')
             return cli_usage_error(cli, "bad option");
         reason = optarg;
@@ -238,7 +238,7 @@ static int run_region_add(struct cli *cli, int argc, char **argv)
 {
     int status;
 
-    if (cli_getopt(argc, argv, no_options) != -1)
+    if (cli_getopt(cli, argc, argv, no_options) != -1)
         return cli_usage_error(cli, "bad option");
     if ((status = cli_positionals(cli, argc, argv, 2)) || (status = cli_need_token(cli)))
         return status;
@@ -269,7 +269,7 @@ static int run_gpu_model_add(struct cli *cli, int argc, char **argv)
     int64_t vram = 0, cpu = 0, mem = 0, price = -1;
     int c, status;
 
-    while ((c = cli_getopt(argc, argv, opts)) != -1) {
+    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
         int rc = 0;
         switch (c) {
         case OPT_NAME:
@@ -317,7 +317,7 @@ static int run_gpu_model_price(struct cli *cli, int argc, char **argv)
     int64_t price;
     int c, status;
 
-    while ((c = cli_getopt(argc, argv, opts)) != -1) {
+    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
         if (c != 'r')
             return cli_usage_error(cli, "bad option");
         region = optarg;
@@ -368,7 +368,7 @@ static int run_price_set(struct cli *cli, int argc, char **argv)
     int64_t amount, free_gib = -1;
     int c, status;
 
-    while ((c = cli_getopt(argc, argv, opts)) != -1) {
+    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
         if (c == 'r')
             region = optarg;
         else if (c == 'f') {
@@ -420,6 +420,58 @@ static int run_ledger_check(struct cli *cli, int argc, char **argv)
     if (!ok)
         fputs("suanli: the ledger check found problems\n", stderr);
     return ok ? CLI_EXIT_OK : CLI_EXIT_REFUSED;
+}
+
+static int run_billing_check(struct cli *cli, int argc, char **argv)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    cleanup_json json_t *c = NULL;
+    int status;
+
+    if ((status = cli_no_args(cli, argc, argv)) || (status = cli_need_token(cli)))
+        return status;
+    if (client_request(&cli->client, "GET", "/v1/admin/billing/check", NULL, NULL, &c, &err) < 0)
+        return cli_fail(&err);
+    bool ok = json_is_true(json_object_get(c, "ok"));
+    if (cli->output == OUTPUT_JSON) {
+        output_json(stdout, c);
+    } else {
+        char charges[OUTPUT_MONEY_MAX], ledger[OUTPUT_MONEY_MAX];
+        printf("billing %s: %" PRId64 " meters; %" PRId64 " with a wrong charged amount, %" PRId64
+               " whose charges do not add up, %" PRId64 " settled out of place, %" PRId64
+               " charged after release, %" PRId64 " bad settlement keys; charges %s, in the "
+               "ledger %s\n",
+               ok ? "ok" : "NOT CONSISTENT", jint(c, "meters"), jint(c, "bad_charged"),
+               jint(c, "bad_sums"), jint(c, "bad_positions"), jint(c, "charged_after_release"),
+               jint(c, "bad_keys"), output_money(jint(c, "charges_total_micros"), NULL, charges),
+               output_money(jint(c, "ledger_charges_micros"), NULL, ledger));
+    }
+    if (!ok)
+        fputs("suanli: the billing check found problems\n", stderr);
+    return ok ? CLI_EXIT_OK : CLI_EXIT_REFUSED;
+}
+
+static int run_billing_run(struct cli *cli, int argc, char **argv)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    cleanup_json json_t *r = NULL;
+    int status;
+
+    if ((status = cli_no_args(cli, argc, argv)) || (status = cli_need_token(cli)))
+        return status;
+    if (client_request(&cli->client, "POST", "/v1/admin/billing/run", NULL, NULL, &r, &err) < 0)
+        return cli_fail(&err);
+    if (cli->output == OUTPUT_JSON) {
+        output_json(stdout, r);
+        return CLI_EXIT_OK;
+    }
+    printf("billing pass: %" PRId64 " meters, %" PRId64 " settlements; %" PRId64
+           " instances stopped, %" PRId64 " warnings, %" PRId64 " released, %" PRId64
+           " plans renewed, %" PRId64 " plans ended; %" PRId64 ".%03" PRId64 " ms\n",
+           jint(r, "meters"), jint(r, "settlements"), jint(r, "stopped"), jint(r, "warnings"),
+           jint(r, "released"), jint(r, "renewed"), jint(r, "expired"),
+           jint(r, "elapsed_us") / 1000, jint(r, "elapsed_us") % 1000);
+    return CLI_EXIT_OK;
 }
 
 const struct cli_command cmd_admin_user_ls = {
@@ -500,4 +552,19 @@ const struct cli_command cmd_admin_ledger_check = {
     .usage = "",
     .summary = "check that every balance equals the sum of its entries",
     .run = run_ledger_check,
+};
+
+const struct cli_command cmd_admin_billing_check = {
+    .name = "admin billing check",
+    .usage = "",
+    .summary = "check the billing invariants: every meter's charges, their sum, the ledger",
+    .run = run_billing_check,
+};
+
+const struct cli_command cmd_admin_billing_run = {
+    .name = "admin billing run",
+    .usage = "",
+    .summary = "run a billing pass now: settle meters, renew or end plans, apply the balance "
+               "and auto-release rules",
+    .run = run_billing_run,
 };

@@ -104,7 +104,7 @@ static int run_image_build(struct cli *cli, int argc, char **argv)
     const char *recipe = "base", *region = NULL;
     int c, status;
 
-    while ((c = cli_getopt(argc, argv, opts)) != -1) {
+    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
         if (c == 'c')
             recipe = optarg;
         else if (c == 'r')
@@ -152,7 +152,7 @@ static int run_image_import(struct cli *cli, int argc, char **argv)
     const char *name = NULL, *region = NULL, *kind = NULL, *description = NULL;
     int c, status;
 
-    while ((c = cli_getopt(argc, argv, opts)) != -1) {
+    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
         if (c == 'n')
             name = optarg;
         else if (c == 'r')

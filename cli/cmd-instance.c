@@ -7,6 +7,7 @@
 #include "../lib/cleanup.h"
 #include "../lib/crypto.h"
 #include "../lib/json.h"
+#include "../lib/timefmt.h"
 #include "../lib/xalloc.h"
 
 #include <errno.h>
@@ -160,15 +161,66 @@ static int wait_for(struct cli *cli, json_t **inst, const char *target, int64_t 
     return CLI_EXIT_OK;
 }
 
+static bool prepaid(json_t *inst)
+{
+    const char *plan = jstr(inst, "plan");
+
+    return plan && strcmp(plan, "payg") != 0;
+}
+
+/* "pay-as-you-go", or "day until 2026-12-01 06:17 UTC, renews
+ * automatically". buf holds 128 bytes. */
+static char *plan_text(json_t *inst, char *buf)
+{
+    char until[32];
+
+    if (!prepaid(inst))
+        snprintf(buf, 128, "pay-as-you-go");
+    else
+        snprintf(buf, 128, "%s until %s UTC%s", jstr(inst, "plan"),
+                 output_time(jstr(inst, "plan_expires_at"), until),
+                 json_is_true(json_object_get(inst, "auto_renew")) ? ", renews automatically"
+                                                                   : ", then it stops");
+    return buf;
+}
+
+/* Seconds from now until an RFC 3339 time (negative when past); false
+ * when t is NULL or not a time. */
+static bool seconds_until(const char *t, int64_t *seconds)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    int64_t at;
+
+    if (!t || sl_time_parse(t, &at, &err) < 0)
+        return false;
+    *seconds = at - (int64_t)time(NULL);
+    return true;
+}
+
+/* How long until a stopped pay-as-you-go instance is released ("14d 23h"),
+ * or NULL when it is not counting down. buf holds 32 bytes. */
+static const char *release_countdown(json_t *inst, char *buf)
+{
+    int64_t left;
+
+    if (!seconds_until(jstr(inst, "release_at"), &left))
+        return NULL;
+    return left > 0 ? output_duration(left, buf) : "due now";
+}
+
 /* The instance's SSH access: the command and the root password. */
 static void print_access(json_t *inst)
 {
     json_t *ssh = json_object_get(inst, "ssh");
-    char gpus[96];
+    char gpus[96], plan[128];
     const struct output_pair pairs[] = {
-        { "id", jstr(inst, "id") },       { "name", jstr(inst, "name") },
-        { "state", jstr(inst, "state") }, { "gpus", gpu_text(inst, gpus, sizeof(gpus)) },
-        { "ssh", jstr(ssh, "command") },  { "password", jstr(ssh, "password") },
+        { "id", jstr(inst, "id") },
+        { "name", jstr(inst, "name") },
+        { "state", jstr(inst, "state") },
+        { "gpus", gpu_text(inst, gpus, sizeof(gpus)) },
+        { "plan", plan_text(inst, plan) },
+        { "ssh", jstr(ssh, "command") },
+        { "password", jstr(ssh, "password") },
     };
 
     output_pairs(stdout, pairs, ARRAY_SIZE(pairs));
@@ -184,7 +236,9 @@ static int run_create(struct cli *cli, int argc, char **argv)
         OPT_NAME,
         OPT_REGION,
         OPT_NO_WAIT,
-        OPT_TIMEOUT
+        OPT_TIMEOUT,
+        OPT_PLAN,
+        OPT_AUTO_RENEW
     };
     static const struct option opts[] = {
         { "gpu-model", required_argument, NULL, OPT_GPU_MODEL },
@@ -195,16 +249,18 @@ static int run_create(struct cli *cli, int argc, char **argv)
         { "region", required_argument, NULL, OPT_REGION },
         { "no-wait", no_argument, NULL, OPT_NO_WAIT },
         { "timeout", required_argument, NULL, OPT_TIMEOUT },
+        { "plan", required_argument, NULL, OPT_PLAN },
+        { "auto-renew", no_argument, NULL, OPT_AUTO_RENEW },
         { 0 },
     };
     struct sl_error err = SL_ERROR_INIT;
-    const char *model = NULL, *image = "debian-12", *name = NULL, *region = NULL;
+    const char *model = NULL, *image = "debian-12", *name = NULL, *region = NULL, *plan = NULL;
     int64_t gpus = 1, disk = 50, timeout = DEFAULT_TIMEOUT;
-    bool wait = true;
+    bool wait = true, auto_renew = false;
     char key[33];
     int c, status;
 
-    while ((c = cli_getopt(argc, argv, opts)) != -1) {
+    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
         int rc = 0;
         switch (c) {
         case OPT_GPU_MODEL:
@@ -231,6 +287,12 @@ static int run_create(struct cli *cli, int argc, char **argv)
         case OPT_TIMEOUT:
             rc = cli_parse_int(cli, "--timeout", optarg, 1, MAX_TIMEOUT, &timeout);
             break;
+        case OPT_PLAN:
+            plan = optarg;
+            break;
+        case OPT_AUTO_RENEW:
+            auto_renew = true;
+            break;
         default:
             return cli_usage_error(cli, "bad option");
         }
@@ -241,6 +303,13 @@ static int run_create(struct cli *cli, int argc, char **argv)
         return status;
     if (!model || !*model)
         return cli_usage_error(cli, "give --gpu-model (see suanli market)");
+    if (plan && !cli_is_plan(plan))
+        return cli_usage_error(cli,
+                               "--plan takes day, week, month or payg (pay-as-you-go), not "
+                               "'%s'",
+                               plan);
+    if (auto_renew && (!plan || strcmp(plan, "payg") == 0))
+        return cli_usage_error(cli, "--auto-renew goes with --plan day, week or month");
     if ((status = cli_need_token(cli)))
         return status;
     cleanup_json json_t *body =
@@ -250,6 +319,10 @@ static int run_create(struct cli *cli, int argc, char **argv)
         json_object_set_new(body, "name", json_string(name));
     if (region)
         json_object_set_new(body, "region", json_string(region));
+    if (plan)
+        json_object_set_new(body, "plan", json_string(plan));
+    if (auto_renew)
+        json_object_set_new(body, "auto_renew", json_true());
     /* a retry of this very request never makes a second instance */
     sl_random_hex(key, 16);
     cleanup_json json_t *inst = NULL;
@@ -275,7 +348,7 @@ static int run_ls(struct cli *cli, int argc, char **argv)
     bool all = false;
     int c, status;
 
-    while ((c = cli_getopt(argc, argv, opts)) != -1) {
+    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
         if (c == 'a')
             all = true;
         else if (c == 's')
@@ -303,14 +376,15 @@ static int run_ls(struct cli *cli, int argc, char **argv)
         output_json(stdout, list);
         return CLI_EXIT_OK;
     }
-    static const char *const headers[] = { "ID", "NAME", "STATE", "GPU", "MODE", "REGION", "SSH" };
+    static const char *const headers[] = { "ID",   "NAME",   "STATE",      "GPU", "MODE",
+                                           "PLAN", "REGION", "RELEASE IN", "SSH" };
     struct table t;
     size_t i;
     json_t *inst;
     table_init(&t, ARRAY_SIZE(headers), headers);
     json_array_foreach(items, i, inst)
     {
-        char gpus[96];
+        char gpus[96], countdown[32];
         bool up = state_is(inst, "running") || state_is(inst, "starting");
         const char *row[] = {
             jstr(inst, "id"),
@@ -318,7 +392,9 @@ static int run_ls(struct cli *cli, int argc, char **argv)
             jstr(inst, "state"),
             gpu_text(inst, gpus, sizeof(gpus)),
             up ? jstr(inst, "mode") : NULL,
+            jstr(inst, "plan"),
             jstr(inst, "region"),
+            release_countdown(inst, countdown),
             state_is(inst, "released") ? NULL : jstr(json_object_get(inst, "ssh"), "command"),
         };
         table_add(&t, row);
@@ -335,7 +411,7 @@ static int get_one(struct cli *cli, int argc, char **argv, json_t **inst)
     struct sl_error err = SL_ERROR_INIT;
     int status;
 
-    if (cli_getopt(argc, argv, none) != -1)
+    if (cli_getopt(cli, argc, argv, none) != -1)
         return cli_usage_error(cli, "bad option");
     if ((status = cli_positionals(cli, argc, argv, 1)) || (status = cli_need_token(cli)))
         return status;
@@ -355,6 +431,26 @@ static int run_show(struct cli *cli, int argc, char **argv)
         output_json(stdout, inst);
         return CLI_EXIT_OK;
     }
+    /* the currency the amounts are in; without it they print bare */
+    struct sl_error err = SL_ERROR_INIT;
+    cleanup_json json_t *balance = NULL;
+    if (client_request(&cli->client, "GET", "/v1/balance", NULL, NULL, &balance, &err) < 0)
+        sl_error_clear(&err);
+    const char *currency = jstr(balance, "currency");
+    char plan[128], price[OUTPUT_MONEY_MAX + 16], charged[OUTPUT_MONEY_MAX],
+        rate[OUTPUT_MONEY_MAX + 8], stopped[32], release_at[32], countdown[32];
+    cleanup_free char *release = NULL;
+    if (prepaid(inst))
+        output_money(jint(inst, "plan_price_micros"), currency, price);
+    if (jint(inst, "rate_per_hour_micros") > 0) {
+        output_money(jint(inst, "rate_per_hour_micros"), currency, rate);
+        strcat(rate, "/h");
+    } else {
+        snprintf(rate, sizeof(rate), "nothing now");
+    }
+    if (release_countdown(inst, countdown))
+        release = xasprintf("%s UTC (in %s) unless started or put on a plan",
+                            output_time(jstr(inst, "release_at"), release_at), countdown);
     json_t *ssh = json_object_get(inst, "ssh");
     const char *message = jstr(inst, "state_message");
     char state[160], gpus[96], indices[128], cpu[32], mem[32], sys[32], data[32], created[32],
@@ -395,7 +491,13 @@ static int run_show(struct cli *cli, int argc, char **argv)
         { "system disk", sys },
         { "data disk", data },
         { "image", jstr(inst, "image") },
-        { "plan", jstr(inst, "plan") },
+        { "plan", plan_text(inst, plan) },
+        { "plan price", prepaid(inst) ? price : NULL },
+        { "charged", output_money(jint(inst, "charged_micros"), currency, charged) },
+        { "rate", rate },
+        { "stopped",
+          jstr(inst, "stopped_at") ? output_time(jstr(inst, "stopped_at"), stopped) : NULL },
+        { "auto-release", release },
         { "ssh", jstr(ssh, "command") },
         { "password", jstr(ssh, "password") },
         { "created", output_time(jstr(inst, "created_at"), created) },
@@ -405,45 +507,92 @@ static int run_show(struct cli *cli, int argc, char **argv)
     return CLI_EXIT_OK;
 }
 
+/* True for an event kind's shape: lowercase letters and '_'. */
+static bool event_kind_word(const char *kind)
+{
+    if (!*kind)
+        return false;
+    for (const char *p = kind; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || *p == '_'))
+            return false;
+    return true;
+}
+
 static int run_events(struct cli *cli, int argc, char **argv)
 {
-    static const struct option none[] = { { 0 } };
+    static const struct option opts[] = { { "kind", required_argument, NULL, 'k' }, { 0 } };
     struct sl_error err = SL_ERROR_INIT;
-    int status;
+    const char *kind = NULL, *id = NULL;
+    int c, status;
 
-    if (cli_getopt(argc, argv, none) != -1)
-        return cli_usage_error(cli, "bad option");
-    if ((status = cli_positionals(cli, argc, argv, 1)) || (status = cli_need_token(cli)))
+    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
+        if (c != 'k')
+            return cli_usage_error(cli, "bad option");
+        kind = optarg;
+    }
+    if (argc - optind > 1)
+        return cli_usage_error(cli, "unexpected argument '%s'", argv[optind + 1]);
+    if (argc - optind == 1)
+        id = argv[optind];
+    if (kind && !event_kind_word(kind))
+        return cli_usage_error(cli,
+                               "--kind takes an event kind such as stop, plan or balance_low, "
+                               "not '%s'",
+                               kind);
+    if ((status = cli_need_token(cli)))
         return status;
-    cleanup_free char *path = instance_path(argv[optind], "events");
+    cleanup_free char *escaped = kind ? client_escape(kind) : NULL;
+    cleanup_free char *path = id     ? instance_path(id, "events")
+                              : kind ? xasprintf("/v1/events?kind=%s", escaped)
+                                     : xstrdup("/v1/events");
     cleanup_json json_t *list = client_list(&cli->client, path, 500, &err);
     if (!list)
         return cli_fail(&err);
+    json_t *items = json_object_get(list, "items"), *ev;
+    /* one instance's events come without its id and without a filter */
+    for (size_t i = json_array_size(items); id && kind && i-- > 0;) {
+        const char *k = jstr(json_array_get(items, i), "kind");
+        if (!k || strcmp(k, kind) != 0)
+            json_array_remove(items, i);
+    }
     if (cli->output == OUTPUT_JSON) {
         output_json(stdout, list);
         return CLI_EXIT_OK;
     }
-    static const char *const headers[] = { "SEQ", "TIME", "KIND", "STATE", "REASON", "MESSAGE" };
+    static const char *const headers[] = {
+        "TIME", "INSTANCE", "KIND", "STATE", "REASON", "MESSAGE"
+    };
+    static const char *const csv_headers[] = { "seq",   "created_at", "instance_id", "kind",
+                                               "state", "reason",     "message" };
+    bool csv = cli->output == OUTPUT_CSV;
     struct table t;
     size_t i;
-    json_t *ev;
-    table_init(&t, ARRAY_SIZE(headers), headers);
-    json_array_foreach(json_object_get(list, "items"), i, ev)
+    if (csv)
+        table_init(&t, ARRAY_SIZE(csv_headers), csv_headers);
+    else
+        table_init(&t, ARRAY_SIZE(headers), headers);
+    json_array_foreach(items, i, ev)
     {
         char seq[32], at[32];
-        const char *message = jstr(ev, "message");
+        const char *message = jstr(ev, "message"), *state = jstr(ev, "state");
+        const char *instance = id ? id : jstr(ev, "instance_id");
         snprintf(seq, sizeof(seq), "%" PRId64, jint(ev, "seq"));
+        /* account-wide events (balance_low) belong to no instance */
         const char *row[] = {
             seq,
-            output_time(jstr(ev, "created_at"), at),
+            csv ? jstr(ev, "created_at") : output_time(jstr(ev, "created_at"), at),
+            instance && *instance ? instance : NULL,
             jstr(ev, "kind"),
-            jstr(ev, "state"),
+            state && *state ? state : NULL,
             jstr(ev, "reason"),
             message && *message ? message : NULL,
         };
-        table_add(&t, row);
+        table_add(&t, csv ? row : row + 1);
     }
-    table_print(&t, stdout);
+    if (csv)
+        table_print_csv(&t, stdout);
+    else
+        table_print(&t, stdout);
     table_release(&t);
     return CLI_EXIT_OK;
 }
@@ -502,7 +651,7 @@ static int lifecycle(struct cli *cli, int argc, char **argv, const struct lifecy
     bool wait = true, no_gpu = false, yes = false;
     int c, status;
 
-    while ((c = cli_getopt(argc, argv, opts)) != -1) {
+    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
         if (c == OPT_NO_WAIT)
             wait = false;
         else if (c == OPT_TIMEOUT) {
@@ -615,7 +764,7 @@ static int run_ssh(struct cli *cli, int argc, char **argv)
     const char *identity = NULL;
     int status, c;
 
-    while ((c = cli_getopt(argc, argv, opts)) != -1) {
+    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
         if (c != 'i')
             return cli_usage_error(cli, "bad option");
         identity = optarg;
@@ -690,8 +839,10 @@ const struct cli_command cmd_create = {
     .name = "create",
     .aliases = { "instance create" },
     .usage = "--gpu-model MODEL [--gpus N] [--image IMAGE] [--data-disk GIB] [--name NAME] "
-             "[--region REGION] [--no-wait] [--timeout SECONDS]",
-    .summary = "rent an instance and wait until it runs (1 GPU, debian-12, 50 GiB data disk)",
+             "[--region REGION] [--plan day|week|month [--auto-renew]] [--no-wait] "
+             "[--timeout SECONDS]",
+    .summary = "rent an instance and wait until it runs (1 GPU, debian-12, 50 GiB data disk, "
+               "pay-as-you-go)",
     .run = run_create,
 };
 
@@ -699,7 +850,8 @@ const struct cli_command cmd_ls = {
     .name = "ls",
     .aliases = { "instance ls", "instance list", "instances" },
     .usage = "[--all] [--state STATE]",
-    .summary = "list your instances (--all includes released ones)",
+    .summary = "list your instances with their plan and when stopped ones are released "
+               "(--all includes released ones)",
     .run = run_ls,
 };
 
@@ -707,16 +859,18 @@ const struct cli_command cmd_show = {
     .name = "show",
     .aliases = { "instance show" },
     .usage = "ID",
-    .summary = "an instance's state, GPUs, disks and SSH access",
+    .summary = "an instance's state, GPUs, disks, plan, charges and SSH access",
     .run = run_show,
 };
 
 const struct cli_command cmd_events = {
     .name = "events",
     .aliases = { "instance events" },
-    .usage = "ID",
-    .summary = "an instance's state changes, with their reasons",
+    .usage = "[ID] [--kind KIND]",
+    .summary = "your events (or one instance's), oldest first: state changes, plans, balance "
+               "and release warnings, with their reasons",
     .run = run_events,
+    .csv = true,
 };
 
 const struct cli_command cmd_stop = {

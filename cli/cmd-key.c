@@ -56,7 +56,7 @@ static int run_key_add(struct cli *cli, int argc, char **argv)
     const char *name = NULL;
     int c, status;
 
-    while ((c = cli_getopt(argc, argv, opts)) != -1) {
+    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
         if (c != 'n')
             return cli_usage_error(cli, "bad option");
         name = optarg;

@@ -28,7 +28,7 @@ static int region_path(struct cli *cli, int argc, char **argv, const char *base,
     const char *region = NULL;
     int c, status;
 
-    while ((c = cli_getopt(argc, argv, opts)) != -1) {
+    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
         if (c != 'r')
             return cli_usage_error(cli, "bad option");
         region = optarg;

@@ -24,22 +24,27 @@ static int run_balance(struct cli *cli, int argc, char **argv)
     const char *currency = jstr(b, "currency");
     json_t *covers = json_object_get(b, "covers_seconds");
     int64_t per_hour = jint(b, "spend_per_hour_micros");
-    char balance[OUTPUT_MONEY_MAX], rate[OUTPUT_MONEY_MAX], spend[64], lasts[64], d[32];
+    char balance[OUTPUT_MONEY_MAX], rate[OUTPUT_MONEY_MAX], spend[64], lasts[96], d[32];
     struct output_pair pairs[4];
     size_t n = 0;
 
     pairs[n++] = (struct output_pair){ "balance",
                                        output_money(jint(b, "balance_micros"), currency, balance) };
     pairs[n++] = (struct output_pair){ "currency", currency };
-    snprintf(spend, sizeof(spend), "%s/hour", output_money(per_hour, currency, rate));
+    output_money(per_hour, currency, rate);
+    if (per_hour > 0)
+        snprintf(spend, sizeof(spend), "%s/h", rate);
+    else
+        snprintf(spend, sizeof(spend), "nothing: no instance is running or billed");
     pairs[n++] = (struct output_pair){ "spending", spend };
     /* covers_seconds is null while nothing is spending */
-    if (json_is_integer(covers)) {
+    if (per_hour > 0 && json_is_integer(covers)) {
         if (json_integer_value(covers) > 0)
-            snprintf(lasts, sizeof(lasts), "about %s at this rate",
-                     output_duration(json_integer_value(covers), d));
+            snprintf(lasts, sizeof(lasts), "about %s at %s/h",
+                     output_duration(json_integer_value(covers), d), rate);
         else
-            snprintf(lasts, sizeof(lasts), "not at all: top up your balance");
+            snprintf(lasts, sizeof(lasts),
+                     "not at all: top up, or running instances are stopped (reason balance)");
         pairs[n++] = (struct output_pair){ "lasts", lasts };
     }
     output_pairs(stdout, pairs, n);
@@ -58,7 +63,7 @@ static int run_ledger(struct cli *cli, int argc, char **argv)
     bool all = false;
     int c, status;
 
-    while ((c = cli_getopt(argc, argv, opts)) != -1) {
+    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
         if (c == 'l') {
             if (cli_parse_int(cli, "--limit", optarg, 1, 500, &limit) < 0)
                 return CLI_EXIT_USAGE;
@@ -111,7 +116,7 @@ static int run_ledger(struct cli *cli, int argc, char **argv)
 const struct cli_command cmd_balance = {
     .name = "balance",
     .usage = "",
-    .summary = "show your balance and how long it lasts",
+    .summary = "show your balance, what you spend per hour and how long the balance lasts",
     .run = run_balance,
 };
 

@@ -100,7 +100,7 @@ static int run_node_show(struct cli *cli, int argc, char **argv)
     struct sl_error err = SL_ERROR_INIT;
     int status;
 
-    if (cli_getopt(argc, argv, none) != -1)
+    if (cli_getopt(cli, argc, argv, none) != -1)
         return cli_usage_error(cli, "bad option");
     if ((status = cli_positionals(cli, argc, argv, 1)) || (status = cli_need_token(cli)))
         return status;
@@ -178,7 +178,7 @@ static int run_join_token_create(struct cli *cli, int argc, char **argv)
     int64_t hours = 0;
     int c, status;
 
-    while ((c = cli_getopt(argc, argv, opts)) != -1) {
+    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
         if (c == 'r')
             region = optarg;
         else if (c == 'h') {

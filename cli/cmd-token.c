@@ -17,7 +17,7 @@ static int run_token_create(struct cli *cli, int argc, char **argv)
     int64_t days = 0;
     int c, status;
 
-    while ((c = cli_getopt(argc, argv, opts)) != -1) {
+    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
         if (c != 'e')
             return cli_usage_error(cli, "bad option");
         if (cli_parse_int(cli, "--expires-days", optarg, 1, 3650, &days) < 0)

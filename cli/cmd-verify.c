@@ -43,7 +43,7 @@ static int run_verify(struct cli *cli, int argc, char **argv)
     bool status_only = false;
     int c, status;
 
-    while ((c = cli_getopt(argc, argv, opts)) != -1) {
+    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
         switch (c) {
         case OPT_NAME:
             name = optarg;

@@ -30,6 +30,8 @@ static const struct cli_command *const commands[] = {
     &cmd_verify,
     &cmd_balance,
     &cmd_ledger,
+    &cmd_bill,
+    &cmd_bill_charges,
     &cmd_market,
     &cmd_regions,
     &cmd_gpu_models,
@@ -38,6 +40,7 @@ static const struct cli_command *const commands[] = {
     &cmd_ls,
     &cmd_show,
     &cmd_events,
+    &cmd_plan,
     &cmd_stop,
     &cmd_start,
     &cmd_restart,
@@ -63,10 +66,12 @@ static const struct cli_command *const commands[] = {
     &cmd_admin_join_token_ls,
     &cmd_admin_join_token_rm,
     &cmd_admin_ledger_check,
+    &cmd_admin_billing_check,
+    &cmd_admin_billing_run,
 };
 
 static const char global_usage[] =
-    "usage: suanli [--server URL] [--token TOKEN] [-o table|json] COMMAND [ARGS]\n";
+    "usage: suanli [--server URL] [--token TOKEN] [-o table|json|csv] COMMAND [ARGS]\n";
 
 /* Number of words of name that argv starts with, all of them or 0. */
 static int match_words(const char *name, int argc, char **argv)
@@ -149,7 +154,8 @@ static void print_help(FILE *out)
           "  --server URL      the server (env SUANLI_URL, then the config file; "
           "default " DEFAULT_SERVER ")\n"
           "  --token TOKEN     the API token (env SUANLI_TOKEN, then the config file)\n"
-          "  -o table|json     human tables (default) or the API's JSON\n"
+          "  -o table|json|csv human tables (default), the API's JSON, or CSV (bill,\n"
+          "                    bill charges, events); -o may also follow the command\n"
           "\nCommands:\n",
           out);
     list_commands(out, 0, NULL);
@@ -250,12 +256,8 @@ static int run(struct cli *cli, int argc, char **argv)
             return CLI_EXIT_USAGE;
         }
     }
-    if (output && strcmp(output, "json") == 0)
-        cli->output = OUTPUT_JSON;
-    else if (output && strcmp(output, "table") != 0) {
-        fprintf(stderr, "suanli: -o takes table or json, not '%s'\n", output);
+    if (output && cli_set_output(cli, output) < 0)
         return CLI_EXIT_USAGE;
-    }
     argc -= i;
     argv += i;
     if (argc == 0) {
@@ -278,6 +280,9 @@ static int run(struct cli *cli, int argc, char **argv)
             print_command_help(stdout, cli->cmd);
             return CLI_EXIT_OK;
         }
+    /* now that the command is known: does it print CSV? */
+    if (output && cli_set_output(cli, output) < 0)
+        return CLI_EXIT_USAGE;
 
     if (!(cli->config_path = cli_config_path(&err)) ||
         cli_config_load(&cli->config, cli->config_path, &err) < 0)

@@ -26,7 +26,7 @@ void table_add(struct table *t, const char *const *row)
         t->cells = xrealloc(t->cells, t->cap * t->ncols * sizeof(char *));
     }
     for (size_t c = 0; c < t->ncols; c++)
-        t->cells[t->nrows * t->ncols + c] = xstrdup(row[c] ? row[c] : "-");
+        t->cells[t->nrows * t->ncols + c] = row[c] ? xstrdup(row[c]) : NULL;
     t->nrows++;
 }
 
@@ -76,6 +76,14 @@ size_t output_width(const char *s)
     return w;
 }
 
+/* A cell as the aligned table shows it: NULL is "-". */
+static const char *cell_text(const struct table *t, size_t r, size_t c)
+{
+    const char *cell = t->cells[r * t->ncols + c];
+
+    return cell ? cell : "-";
+}
+
 void table_print(const struct table *t, FILE *out)
 {
     cleanup_free size_t *widths = xcalloc(t->ncols, sizeof(size_t));
@@ -83,7 +91,7 @@ void table_print(const struct table *t, FILE *out)
 
     for (size_t r = 0; r < t->nrows; r++)
         for (size_t c = 0; c < t->ncols; c++) {
-            size_t w = output_width(t->cells[r * t->ncols + c]);
+            size_t w = output_width(cell_text(t, r, c));
             if (w > widths[c])
                 widths[c] = w;
         }
@@ -91,7 +99,7 @@ void table_print(const struct table *t, FILE *out)
     for (size_t r = 0; r < t->nrows; r++) {
         sl_buf_reset(&line);
         for (size_t c = 0; c < t->ncols; c++) {
-            const char *cell = t->cells[r * t->ncols + c];
+            const char *cell = cell_text(t, r, c);
             sl_buf_adds(&line, cell);
             if (c + 1 < t->ncols)
                 sl_buf_addf(&line, "%*s", (int)(widths[c] - output_width(cell) + 2), "");
@@ -101,6 +109,33 @@ void table_print(const struct table *t, FILE *out)
         fprintf(out, "%s\n", line.data);
     }
     sl_buf_release(&line);
+}
+
+void table_print_csv(const struct table *t, FILE *out)
+{
+    for (size_t r = 0; r < t->nrows; r++) {
+        for (size_t c = 0; c < t->ncols; c++) {
+            const char *cell = t->cells[r * t->ncols + c];
+            if (c > 0)
+                fputc(',', out);
+            if (!cell)
+                continue;
+            if (!strpbrk(cell, ",\"\r\n")) {
+                fputs(cell, out);
+                continue;
+            }
+            fputc('"', out);
+            for (const char *p = cell; *p; p++) {
+                if (*p == '"')
+                    fputc('"', out);
+                fputc(*p, out);
+            }
+            fputc('"', out);
+        }
+        /* '\n', not RFC 4180's CRLF: what Unix tools expect; spreadsheets
+         * read both */
+        fputc('\n', out);
+    }
 }
 
 void output_pairs(FILE *out, const struct output_pair *pairs, size_t n)
@@ -165,6 +200,8 @@ char *output_money_signed(int64_t micros, const char *currency, char *buf)
 
 char *output_duration(int64_t s, char *buf)
 {
+    if (s < 0)
+        s = 0;
     if (s >= 86400)
         snprintf(buf, 32, "%" PRId64 "d %" PRId64 "h", s / 86400, s % 86400 / 3600);
     else if (s >= 3600)

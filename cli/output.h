@@ -11,6 +11,7 @@
 enum output_mode {
     OUTPUT_TABLE,
     OUTPUT_JSON,
+    OUTPUT_CSV,
 };
 
 /* A table of strings; cells are copied. Columns are padded to the widest
@@ -26,6 +27,9 @@ void table_init(struct table *t, size_t ncols, const char *const *headers);
 /* Adds a row of t->ncols strings; NULL prints as "-". */
 void table_add(struct table *t, const char *const *row);
 void table_print(const struct table *t, FILE *out);
+/* The table as CSV (RFC 4180: a header line, fields quoted when they hold a
+ * comma, a quote or a line break; NULL cells are empty). */
+void table_print_csv(const struct table *t, FILE *out);
 void table_release(struct table *t);
 
 struct output_pair {
@@ -48,7 +52,8 @@ char *output_money(int64_t micros, const char *currency, char *buf);
 /* Like output_money with an explicit '+' for positive amounts. */
 char *output_money_signed(int64_t micros, const char *currency, char *buf);
 
-/* "3d 4h", "2h 5m", "45s". buf holds 32 bytes. */
+/* "3d 4h", "2h 5m", "45s"; negative durations as "0s". buf holds 32
+ * bytes. */
 char *output_duration(int64_t seconds, char *buf);
 
 /* The "YYYY-MM-DD HH:MM" part of an RFC 3339 string, or "-" when NULL;

@@ -69,7 +69,7 @@ int api_bills(struct api_request *req, struct api_response *res, struct sl_error
     cleanup_free char *sql = xasprintf(
         "SELECT %s AS k, c.item, SUM(c.amount_micros), COUNT(*),"
         " SUM(CASE WHEN c.meter_seq IS NULL THEN 0 ELSE c.period_to - c.period_from END),"
-        " COALESCE((SELECT name FROM instances WHERE id = MIN(c.instance_id)), '')"
+        " MAX(COALESCE((SELECT name FROM instances i WHERE i.id = c.instance_id), ''))"
         " FROM charges c WHERE c.user_id = ?1 AND c.period_from >= ?2 AND c.period_from < ?3"
         " GROUP BY k, c.item ORDER BY k, c.item",
         key);
@@ -139,10 +139,21 @@ int api_bill_charges(struct api_request *req, struct api_response *res, struct s
     if (month_range(api_query(req, "month"), &from, &to, month, err) < 0 ||
         api_page_params(req, &limit, &after, err) < 0)
         return -1;
+    const char *kind = api_query(req, "kind");
+    static const char *const kinds[] = { "gpu", "nogpu", "data_disk", "plan", "plan_refund" };
+    bool known = !kind;
+    for (size_t i = 0; kind && i < ARRAY_SIZE(kinds); i++)
+        known |= strcmp(kind, kinds[i]) == 0;
+    if (!known)
+        return sl_fail(err, SL_E_INVALID, "invalid_parameter",
+                       "kind must be gpu, nogpu, data_disk, plan or plan_refund (not '%s')", kind);
     if (day) {
         cleanup_free char *midnight = xasprintf("%sT00:00:00Z", day);
         struct sl_error why = SL_ERROR_INIT;
-        if (strlen(day) != 10 || sl_time_parse(midnight, &from, &why) < 0)
+        char again[SL_TIME_FORMAT_MAX];
+        /* strict: 2026-11-31 is no day, not the 1st of December */
+        if (strlen(day) != 10 || sl_time_parse(midnight, &from, &why) < 0 ||
+            strncmp(sl_time_format(from, again), day, 10) != 0)
             return sl_fail(err, SL_E_INVALID, "invalid_parameter",
                            "day must be YYYY-MM-DD, such as 2026-11-30 (not '%s')", day);
         to = from + 86400;
@@ -154,8 +165,7 @@ int api_bill_charges(struct api_request *req, struct api_response *res, struct s
         " AND (?4 IS NULL OR instance_id = ?4) AND (?5 IS NULL OR item = ?5) AND seq > ?6"
         " ORDER BY seq LIMIT ?7",
         DB_ARGS(DB_TEXT(req->caller.user_id), DB_INT(from), DB_INT(to),
-                DB_TEXT(api_query(req, "instance")), DB_TEXT(api_query(req, "kind")), DB_INT(after),
-                DB_INT(limit)),
+                DB_TEXT(api_query(req, "instance")), DB_TEXT(kind), DB_INT(after), DB_INT(limit)),
         err);
     return rows ? api_reply_rows(res, rows, charge_json, NULL, limit, err) : -1;
 }

@@ -30,7 +30,7 @@ int api_balance(struct api_request *req, struct api_response *res, struct sl_err
               json_pack("{s:I, s:s, s:I, s:o}", "balance_micros", (json_int_t)balance, "currency",
                         req->srv->cfg.currency, "spend_per_hour_micros", (json_int_t)spend_per_hour,
                         "covers_seconds",
-                        covers == INT64_MAX ? json_null() : json_integer(covers)));
+                        spend_per_hour == 0 ? json_null() : json_integer(covers)));
     return 0;
 }
 

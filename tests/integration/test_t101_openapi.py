@@ -745,3 +745,51 @@ def test_hosts_images_instances_match_the_schemas(spec, server):
     check(spec, r, "POST", ipath + "/stop", 404, "/v1/instances/{id}/stop")
     r = server.request("GET", ipath + "/events", token=tok)
     check(spec, r, "GET", ipath + "/events", 404, "/v1/instances/{id}/events")
+
+    # billing: meters, a plan bought and left, a pass, the bill behind it
+    mpath = ipath + "/meters"
+    meters = check(spec, server.request("GET", mpath, token=admin), "GET", mpath, 200,
+                   "/v1/instances/{id}/meters")
+    assert meters["items"], "a started instance has meters"
+    r = server.request("GET", mpath, token=tok)
+    check(spec, r, "GET", mpath, 404, "/v1/instances/{id}/meters")
+    ppath = ipath + "/plan"
+    r = server.request("POST", ppath, {"plan": "yearly"}, token=admin)
+    check(spec, r, "POST", ppath, 400, "/v1/instances/{id}/plan")
+    r = server.request("POST", ppath, {"plan": "month"}, token=admin)
+    check(spec, r, "POST", ppath, 409, "/v1/instances/{id}/plan")
+    assert r.code == "insufficient_balance"
+    server.credit(me["id"], 100_000_000)
+    r = server.request("POST", ppath, {"plan": "day", "auto_renew": True}, token=admin,
+                       headers={"Idempotency-Key": str(uuid.uuid4())})
+    day = check(spec, r, "POST", ppath, 200, "/v1/instances/{id}/plan")
+    assert day["plan"] == "day" and day["auto_renew"] is True and day["plan_price_micros"] > 0
+    assert day["plan_expires_at"] is not None and day["release_at"] is None
+    r = server.request("POST", ppath, {"plan": "payg"}, token=admin)
+    payg = check(spec, r, "POST", ppath, 200, "/v1/instances/{id}/plan")
+    assert payg["plan"] == "payg" and payg["plan_expires_at"] is None
+    run = check(spec, server.request("POST", "/v1/admin/billing/run", token=admin), "POST",
+                "/v1/admin/billing/run", 200)
+    assert run["elapsed_us"] >= 0
+    r = server.request("POST", "/v1/admin/billing/run", {"x": 1}, token=admin)
+    check(spec, r, "POST", "/v1/admin/billing/run", 400)
+    for by in ("day", "instance", "kind"):
+        bill = check(spec, server.request("GET", f"/v1/bills?by={by}", token=admin), "GET",
+                     "/v1/bills", 200)
+        assert bill["by"] == by and bill["rows"], bill
+        assert sum(row["amount_micros"] for row in bill["rows"]) == bill["total_micros"]
+    kinds = {row["kind"] for row in bill["rows"]}
+    assert {"plan", "plan_refund"} <= kinds, kinds
+    r = server.request("GET", "/v1/bills?month=2026-13", token=admin)
+    check(spec, r, "GET", "/v1/bills", 400)
+    assert r.code == "invalid_parameter"
+    charges = check(spec, server.request("GET", f"/v1/bills/charges?instance={a['id']}&limit=1",
+                                         token=admin), "GET", "/v1/bills/charges", 200)
+    assert charges["items"] and charges["next_cursor"] is not None
+    check(spec, server.request("GET", "/v1/bills/charges?kind=plan_refund", token=admin), "GET",
+          "/v1/bills/charges", 200)
+    events = check(spec, server.request("GET", "/v1/events", token=admin), "GET", "/v1/events",
+                   200)
+    assert {"plan", "plan_ended"} <= {e["kind"] for e in events["items"]}
+    assert check(spec, server.request("GET", "/v1/admin/billing/check", token=admin), "GET",
+                 "/v1/admin/billing/check", 200)["ok"] is True

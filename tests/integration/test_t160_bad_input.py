@@ -35,6 +35,12 @@ TEMPLATES = {
     "PATCH /v1/admin/gpu-models/{id}": {"price_per_hour_micros": 1, "region": "sample-1"},
     "POST /v1/admin/prices": {"item": "nogpu", "region": "sample-1", "amount_micros": 1,
                               "free_gib": 0},
+    "POST /v1/instances": {"gpu_model": "RTX 4090", "gpus": 1, "image": "debian-12",
+                           "data_disk_gib": 50, "name": "t160", "region": "sample-1",
+                           "plan": "day", "auto_renew": True},
+    "POST /v1/instances/{id}/plan": {"plan": "day", "auto_renew": False},
+    # takes no body, or {}
+    "POST /v1/admin/billing/run": {},
 }
 GENERIC = {"name": "x", "amount_micros": 1, "enabled": True}
 # fields a route accepts without: leaving them out is no error, so not tried
@@ -46,6 +52,8 @@ OPTIONAL = {
     "POST /v1/admin/users/{id}/verification": {"reason"},
     "PATCH /v1/admin/gpu-models/{id}": {"region"},
     "POST /v1/admin/prices": {"region", "free_gib"},
+    "POST /v1/instances": {"gpus", "data_disk_gib", "name", "region", "plan", "auto_renew"},
+    "POST /v1/instances/{id}/plan": {"auto_renew"},
 }
 
 
@@ -166,7 +174,8 @@ def raw_http(port, method, path, headers, body, chunked=False, timeout=30):
 
 
 def bad_bodies(template, optional=()):
-    """(description, bytes) pairs, each a broken request body."""
+    """(description, bytes) pairs, each a broken request body. An empty
+    template is a route without fields: {} is right there."""
     out = [
         ("truncated", b'{"name": "x"'),
         ("lone brace", b"{"),
@@ -185,7 +194,7 @@ def bad_bodies(template, optional=()):
         ("string", b'"hello"'),
         ("null", b"null"),
         ("true", b"true"),
-        ("empty object", b"{}"),
+        *([] if not template else [("empty object", b"{}")]),
         ("unknown field", json.dumps({**template, "zz_unknown": 1}).encode()),
         ("unknown field only", b'{"zz_unknown": "x"}'),
         ("long unknown field", json.dumps({**template, "k" * 100000: 1}).encode()),

@@ -4,6 +4,7 @@ the admin routes (404, no effect) and nothing of another renter."""
 import base64
 import json
 import os
+import re
 import struct
 import subprocess
 
@@ -181,6 +182,16 @@ def admin_writes(server, world):
                                                         token=admin).json["items"]]
     kept = server.request("POST", "/v1/admin/join-tokens", {"region": "sample-1"},
                           token=admin).json["id"]
+
+    def billing_passes():
+        """Billing passes run through the API: a pass over no instances
+        changes nothing else that can be seen."""
+        m = re.search(r'suanli_http_requests_total\{method="POST",'
+                      r'route="/v1/admin/billing/run",code="2xx"\} (\d+)',
+                      server.request("GET", "/metrics").body)
+        return int(m.group(1)) if m else 0
+
+    passes = billing_passes()
     n_join = len(join_tokens())
     return [
         ("POST", "/v1/admin/join-tokens", {"region": "sample-1"},
@@ -204,6 +215,7 @@ def admin_writes(server, world):
          lambda: models()[gpu["name"]]["price_per_hour_micros"] == gpu["price_per_hour_micros"]),
         ("POST", "/v1/admin/prices", {"item": "nogpu", "amount_micros": 1},
          lambda: market()["nogpu_price_per_hour_micros"] == nogpu),
+        ("POST", "/v1/admin/billing/run", {}, lambda: billing_passes() == passes),
     ]
 
 
