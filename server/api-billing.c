@@ -122,12 +122,15 @@ int api_bills(struct api_request *req, struct api_response *res, struct sl_error
 static json_t *charge_json(struct db_rows *rows, void *ctx)
 {
     (void)ctx;
-    return json_pack("{s:I, s:s, s:s, s:s, s:o, s:o, s:I, s:I, s:o}", "seq",
+    bool metered = !db_null(rows, 8);
+    return json_pack("{s:I, s:s, s:s, s:s, s:o, s:o, s:I, s:I, s:o, s:o, s:o}", "seq",
                      (json_int_t)db_int(rows, 0), "txn_id", db_text(rows, 1), "instance_id",
                      db_text(rows, 2), "kind", db_text(rows, 3), "period_from",
                      api_time(db_int(rows, 4)), "period_to", api_time(db_int(rows, 5)), "seconds",
                      (json_int_t)(db_int(rows, 5) - db_int(rows, 4)), "amount_micros",
-                     (json_int_t)db_int(rows, 6), "created_at", api_time(db_int(rows, 7)));
+                     (json_int_t)db_int(rows, 6), "created_at", api_time(db_int(rows, 7)),
+                     "meter_seq", metered ? json_integer(db_int(rows, 8)) : json_null(),
+                     "settlement", metered ? json_integer(db_int(rows, 9)) : json_null());
 }
 
 int api_bill_charges(struct api_request *req, struct api_response *res, struct sl_error *err)
@@ -161,7 +164,7 @@ int api_bill_charges(struct api_request *req, struct api_response *res, struct s
     cleanup_rows struct db_rows *rows = store_query(
         req->srv->store,
         "SELECT seq, txn_id, instance_id, item, period_from, period_to, amount_micros,"
-        " created_at FROM charges WHERE user_id = ?1 AND period_from >= ?2 AND period_from < ?3"
+        " created_at, meter_seq, settlement FROM charges WHERE user_id = ?1 AND period_from >= ?2 AND period_from < ?3"
         " AND (?4 IS NULL OR instance_id = ?4) AND (?5 IS NULL OR item = ?5) AND seq > ?6"
         " ORDER BY seq LIMIT ?7",
         DB_ARGS(DB_TEXT(req->caller.user_id), DB_INT(from), DB_INT(to),
@@ -263,14 +266,17 @@ int api_admin_billing_check(struct api_request *req, struct api_response *res, s
     if (billing_check(req->srv->store, &c, err) < 0)
         return -1;
     bool ok = c.bad_charged == 0 && c.bad_sums == 0 && c.bad_positions == 0 &&
-              c.after_release == 0 && c.bad_keys == 0 && c.charges_total == c.ledger_charges;
+              c.after_release == 0 && c.bad_keys == 0 && c.bad_txns == 0 &&
+              c.charges_total == c.ledger_charges;
     api_reply(res, 200,
-              json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "ok", ok, "meters",
-                        (json_int_t)c.meters, "bad_charged", (json_int_t)c.bad_charged, "bad_sums",
-                        (json_int_t)c.bad_sums, "bad_positions", (json_int_t)c.bad_positions,
-                        "charged_after_release", (json_int_t)c.after_release, "bad_keys",
-                        (json_int_t)c.bad_keys, "charges_total_micros", (json_int_t)c.charges_total,
-                        "ledger_charges_micros", (json_int_t)c.ledger_charges));
+              json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "ok", ok, "meters",
+                        (json_int_t)c.meters, "bad_charged", (json_int_t)c.bad_charged,
+                        "bad_sums", (json_int_t)c.bad_sums, "bad_positions",
+                        (json_int_t)c.bad_positions, "charged_after_release",
+                        (json_int_t)c.after_release, "bad_keys", (json_int_t)c.bad_keys,
+                        "bad_transactions", (json_int_t)c.bad_txns, "charges_total_micros",
+                        (json_int_t)c.charges_total, "ledger_charges_micros",
+                        (json_int_t)c.ledger_charges));
     return 0;
 }
 

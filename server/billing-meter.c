@@ -12,6 +12,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define HOUR 3600
@@ -20,7 +21,7 @@
 /* Meters settled per store transaction in a pass: large enough that the
  * commit's fsync is amortised, small enough that API writers wait at most a
  * few tens of milliseconds behind one. */
-#define SETTLE_CHUNK 2000
+#define SETTLE_CHUNK 5000
 
 struct meter {
     int64_t seq, amount, period, started, ended, settled, charged, settlements, heartbeat;
@@ -83,43 +84,80 @@ static int64_t next_midnight(int64_t t)
     return (t / DAY + 1) * DAY;
 }
 
-/* One settlement: a ledger transaction moving amount from the user to the
- * platform for [from, to) of the meter, and its charges row. */
-static int post_settlement(struct store *st, const struct meter *m, int64_t n, int64_t from,
-                           int64_t to, int64_t amount, struct sl_error *err)
-{
-    char account[LEDGER_ACCOUNT_MAX], key[96], txn_id[SL_ID_MAX], memo[64];
-    bool existed;
+/* Settlements are batched per renter: each settlement of a meter is a
+ * `charges` row keyed (meter, sequence), and all of one renter's
+ * settlements in a store transaction are one ledger transaction moving
+ * their sum from the renter to the platform, keyed by its first
+ * settlement. 100,000 meters are then 100,000 rows, not 100,000 ledger
+ * transactions of five rows each. */
+struct batch {
+    char user_id[SL_ID_MAX];
+    char txn_id[SL_ID_MAX];
+    char key[128];
+    int64_t total, count;
+};
 
-    snprintf(key, sizeof(key), "settle:%s:%" PRId64 ":%" PRId64, m->instance_id, m->seq, n);
-    snprintf(memo, sizeof(memo), "%s %s", m->item, m->instance_id);
-    struct ledger_txn txn = {
-        .kind = "charge",
-        .memo = memo,
-        .idempotency_key = key,
-        .entries = { { ledger_user_account(account, m->user_id), -amount },
-                     { BILLING_REVENUE_ACCOUNT, amount } },
-        .n_entries = 2,
-    };
-    if (ledger_post(st, &txn, txn_id, &existed, err) < 0)
+static void batch_begin(struct batch *b, const char *user_id)
+{
+    snprintf(b->user_id, sizeof(b->user_id), "%s", user_id);
+    sl_id_new(b->txn_id, "txn-");
+    b->key[0] = '\0';
+    b->total = 0;
+    b->count = 0;
+}
+
+/* One settlement: a charges row of the batch's ledger transaction. */
+static int charge(struct store *st, struct batch *b, const struct meter *m, int64_t n,
+                  int64_t from, int64_t to, int64_t amount, struct sl_error *err)
+{
+    if (!b->key[0])
+        snprintf(b->key, sizeof(b->key), "settle:%s:%" PRId64 ":%" PRId64, m->instance_id,
+                 m->seq, n);
+    if (sl_money_add(b->total, amount, &b->total, err) < 0)
         return -1;
-    if (existed) /* the meter's position and the ledger disagree: never paper over that */
-        return sl_fail(err, SL_E_INTERNAL, NULL, "BUG: settlement %s was posted before", key);
+    b->count++;
     return store_exec(st,
                       "INSERT INTO charges (txn_id, user_id, instance_id, item, meter_seq,"
-                      " period_from, period_to, amount_micros, created_at)"
-                      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                      DB_ARGS(DB_TEXT(txn_id), DB_TEXT(m->user_id), DB_TEXT(m->instance_id),
-                              DB_TEXT(m->item), DB_INT(m->seq), DB_INT(from), DB_INT(to),
-                              DB_INT(amount), DB_INT(sl_time_now())),
+                      " settlement, period_from, period_to, amount_micros, created_at)"
+                      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                      DB_ARGS(DB_TEXT(b->txn_id), DB_TEXT(m->user_id), DB_TEXT(m->instance_id),
+                              DB_TEXT(m->item), DB_INT(m->seq), DB_INT(n), DB_INT(from),
+                              DB_INT(to), DB_INT(amount), DB_INT(sl_time_now())),
                       err) < 0
                ? -1
                : 0;
 }
 
-/* Charges m up to `to` (never past its end), one settlement per UTC day
- * crossed. Runs inside the caller's transaction. */
-static int settle_to(struct store *st, struct meter *m, int64_t to, struct sl_error *err)
+/* The ledger transaction of a batch's settlements, if any. */
+static int batch_end(struct store *st, struct batch *b, struct sl_error *err)
+{
+    char account[LEDGER_ACCOUNT_MAX], txn_id[SL_ID_MAX], memo[64];
+    bool existed;
+
+    if (b->count == 0)
+        return 0;
+    snprintf(memo, sizeof(memo), "usage: %" PRId64 " settlement%s", b->count,
+             b->count == 1 ? "" : "s");
+    struct ledger_txn txn = {
+        .id = b->txn_id,
+        .kind = "charge",
+        .memo = memo,
+        .idempotency_key = b->key,
+        .entries = { { ledger_user_account(account, b->user_id), -b->total },
+                     { BILLING_REVENUE_ACCOUNT, b->total } },
+        .n_entries = 2,
+    };
+    if (ledger_post(st, &txn, txn_id, &existed, err) < 0)
+        return -1;
+    if (existed) /* the meters' positions and the ledger disagree: never paper over that */
+        return sl_fail(err, SL_E_INTERNAL, NULL, "BUG: settlement %s was posted before", b->key);
+    return 0;
+}
+
+/* Charges m up to `to` (never past its end) into batch b, one settlement
+ * per UTC day crossed. Runs inside the caller's transaction. */
+static int settle_to(struct store *st, struct batch *b, struct meter *m, int64_t to,
+                     struct sl_error *err)
 {
     int64_t u = m->settled, c = m->charged, n = m->settlements;
 
@@ -129,26 +167,43 @@ static int settle_to(struct store *st, struct meter *m, int64_t to, struct sl_er
         int64_t step = min64(to, next_midnight(u)), charged;
         if (sl_money_prorate(m->amount, step - m->started, m->period, &charged, err) < 0)
             return -1;
-        if (charged > c && post_settlement(st, m, ++n, u, step, charged - c, err) < 0)
+        if (charged > c && charge(st, b, m, ++n, u, step, charged - c, err) < 0)
             return -1;
         u = step;
         c = charged;
     }
     if (u == m->settled)
         return 0;
-    int changed = store_exec(
-        st,
-        "UPDATE meters SET settled_until = ?2, charged_micros = ?3,"
-        " settlements = ?4 WHERE seq = ?1 AND settlements = ?5",
-        DB_ARGS(DB_INT(m->seq), DB_INT(u), DB_INT(c), DB_INT(n), DB_INT(m->settlements)), err);
+    int changed = store_exec(st,
+                             "UPDATE meters SET settled_until = ?2, charged_micros = ?3,"
+                             " settlements = ?4 WHERE seq = ?1 AND settlements = ?5",
+                             DB_ARGS(DB_INT(m->seq), DB_INT(u), DB_INT(c), DB_INT(n),
+                                     DB_INT(m->settlements)),
+                             err);
     if (changed < 0)
         return -1;
     if (changed != 1)
-        return sl_fail(err, SL_E_UNAVAILABLE, "busy", "meter %" PRId64 " moved: try again", m->seq);
+        return sl_fail(err, SL_E_UNAVAILABLE, "busy", "meter %" PRId64 " moved: try again",
+                       m->seq);
     m->settled = u;
     m->charged = c;
     m->settlements = n;
     return 0;
+}
+
+/* Settles meters of one renter (all of ms) as far as limit allows. */
+static int settle_all(struct store *st, struct meter *ms, size_t n, int64_t now,
+                      int64_t (*limit)(const struct meter *, int64_t), struct sl_error *err)
+{
+    struct batch b;
+
+    if (n == 0)
+        return 0;
+    batch_begin(&b, ms[0].user_id);
+    for (size_t i = 0; i < n; i++)
+        if (settle_to(st, &b, &ms[i], limit(&ms[i], now), err) < 0)
+            return -1;
+    return batch_end(st, &b, err);
 }
 
 /* Where a meter can be charged to now: not past its host's last report. */
@@ -271,10 +326,7 @@ int billing_close(struct server *srv, const char *instance_id, bool storage, str
                     DB_ARGS(DB_TEXT(instance_id)), &n, err);
     if (!ms)
         return -1;
-    for (size_t i = 0; i < n; i++)
-        if (settle_to(st, &ms[i], billable_until(&ms[i], now), err) < 0)
-            return -1;
-    return 0;
+    return settle_all(st, ms, n, now, billable_until, err);
 }
 
 int billing_host_reported(struct server *srv, const char *node_id, struct sl_error *err)
@@ -303,11 +355,13 @@ int billing_host_reported(struct server *srv, const char *node_id, struct sl_err
         struct meter *m = &ms[i];
         int64_t cut = m->started > last ? m->started : last;
         bool was_open = m->ended < 0;
+        struct batch b;
+        batch_begin(&b, m->user_id);
         if (store_exec(st, "UPDATE meters SET ended_at = ?2 WHERE seq = ?1",
                        DB_ARGS(DB_INT(m->seq), DB_INT(cut)), err) < 0)
             return -1;
         m->ended = cut;
-        if (settle_to(st, m, cut, err) < 0)
+        if (settle_to(st, &b, m, cut, err) < 0 || batch_end(st, &b, err) < 0)
             return -1;
         if (was_open &&
             store_exec(st,
@@ -339,42 +393,85 @@ int billing_host_reported(struct server *srv, const char *node_id, struct sl_err
     return 0;
 }
 
+static int by_user(const void *a, const void *b)
+{
+    const struct meter *x = a, *y = b;
+    int c = strcmp(x->user_id, y->user_id);
+
+    return c ? c : (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+/* Settles one chunk of meters, sorted by renter: one ledger transaction
+ * per renter, one store transaction for the chunk. */
+static int settle_chunk(struct store *st, struct meter *ms, size_t n, int64_t now,
+                        struct billing_stats *stats, struct sl_error *err)
+{
+    cleanup_tx struct store *tx = NULL;
+
+    if (store_begin(st, err) < 0)
+        return -1;
+    tx = st;
+    for (size_t i = 0, j; i < n; i = j) {
+        int64_t before = 0, after = 0;
+        for (j = i; j < n && strcmp(ms[j].user_id, ms[i].user_id) == 0; j++)
+            before += ms[j].settlements;
+        if (settle_all(st, ms + i, j - i, now, billable_until, err) < 0)
+            return -1;
+        for (size_t k = i; k < j; k++)
+            after += ms[k].settlements;
+        stats->settlements += after - before;
+    }
+    stats->meters += (int64_t)n;
+    if (store_commit(st, err) < 0)
+        return -1;
+    tx = NULL;
+    return 0;
+}
+
 int billing_settle(struct server *srv, struct billing_stats *stats, struct sl_error *err)
 {
     struct store *st = srv->store;
-    int64_t now = sl_time_now(), after = 0;
+    int64_t now = sl_time_now(), after_seq = 0;
+    char after_user[SL_ID_MAX] = "";
+    size_t n;
 
     if (ledger_open_account(st, BILLING_REVENUE_ACCOUNT, NULL, err) < 0)
         return -1;
-    for (;;) {
-        cleanup_tx struct store *tx = NULL;
-        size_t n;
-
-        if (store_begin(st, err) < 0)
+    /* open meters renter by renter (the index's order), so that a renter's
+     * meters land in one ledger transaction and their charges close together */
+    do {
+        cleanup_free struct meter *ms = meters_load(
+            st,
+            "SELECT " METER_COLUMNS " FROM meters m JOIN nodes n ON n.id = m.node_id"
+            " WHERE m.ended_at IS NULL AND (m.user_id, m.seq) > (?1, ?2)"
+            " ORDER BY m.user_id, m.seq LIMIT ?3",
+            DB_ARGS(DB_TEXT(after_user), DB_INT(after_seq), DB_INT(SETTLE_CHUNK)), &n, err);
+        if (!ms || settle_chunk(st, ms, n, now, stats, err) < 0)
             return -1;
-        tx = st;
-        cleanup_free struct meter *ms =
-            meters_load(st,
-                        "SELECT " METER_COLUMNS " FROM meters m JOIN nodes n ON n.id = m.node_id"
-                        " WHERE (m.ended_at IS NULL OR m.settled_until < m.ended_at)"
-                        " AND m.seq > ?1 ORDER BY m.seq LIMIT ?2",
-                        DB_ARGS(DB_INT(after), DB_INT(SETTLE_CHUNK)), &n, err);
+        if (n) {
+            snprintf(after_user, sizeof(after_user), "%s", ms[n - 1].user_id);
+            after_seq = ms[n - 1].seq;
+        }
+    } while (n == SETTLE_CHUNK);
+    /* then what ended and is not settled to its end yet (its host had not
+     * reported that far) */
+    after_seq = 0;
+    do {
+        cleanup_free struct meter *ms = meters_load(
+            st,
+            "SELECT " METER_COLUMNS " FROM meters m JOIN nodes n ON n.id = m.node_id"
+            " WHERE m.ended_at IS NOT NULL AND m.settled_until < m.ended_at AND m.seq > ?1"
+            " ORDER BY m.seq LIMIT ?2",
+            DB_ARGS(DB_INT(after_seq), DB_INT(SETTLE_CHUNK)), &n, err);
         if (!ms)
             return -1;
-        for (size_t i = 0; i < n; i++) {
-            int64_t before = ms[i].settlements;
-            if (settle_to(st, &ms[i], billable_until(&ms[i], now), err) < 0)
-                return -1;
-            stats->settlements += ms[i].settlements - before;
-        }
-        stats->meters += (int64_t)n;
-        if (store_commit(st, err) < 0)
+        if (n)
+            after_seq = ms[n - 1].seq;
+        qsort(ms, n, sizeof(*ms), by_user);
+        if (settle_chunk(st, ms, n, now, stats, err) < 0)
             return -1;
-        tx = NULL;
-        if (n < SETTLE_CHUNK)
-            return 0;
-        after = ms[n - 1].seq;
-    }
+    } while (n == SETTLE_CHUNK);
+    return 0;
 }
 
 int billing_spend_per_hour(struct store *st, const char *user_id, int64_t *spend,
@@ -391,9 +488,11 @@ int billing_spend_per_hour(struct store *st, const char *user_id, int64_t *spend
 int billing_instance_charged(struct store *st, const char *instance_id, int64_t *charged,
                              int64_t *rate_per_hour, struct sl_error *err)
 {
+    /* the meters' charges plus plans and refunds (charges without a meter) */
     if (store_get_int(st,
-                      "SELECT COALESCE(SUM(amount_micros), 0) FROM charges"
-                      " WHERE instance_id = ?1",
+                      "SELECT (SELECT COALESCE(SUM(charged_micros), 0) FROM meters"
+                      "  WHERE instance_id = ?1) + (SELECT COALESCE(SUM(amount_micros), 0)"
+                      "  FROM charges WHERE instance_id = ?1 AND meter_seq IS NULL)",
                       DB_ARGS(DB_TEXT(instance_id)), charged, err) < 0)
         return -1;
     return store_get_int(st,

@@ -256,20 +256,29 @@ int billing_check(struct store *st, struct billing_check *out, struct sl_error *
                       " WHERE i.released_at IS NOT NULL AND c.period_to > i.released_at"
                       " AND c.meter_seq IS NOT NULL",
                       DB_NO_ARGS, &out->after_release, err) < 0 ||
+        /* settlements of a meter are numbered 1..settlements, once each */
         store_get_int(st,
-                      "SELECT COUNT(*) FROM charges c JOIN ledger_txns t ON t.id = c.txn_id"
-                      " JOIN meters m ON m.seq = c.meter_seq WHERE t.idempotency_key NOT LIKE"
-                      " 'settle:' || m.instance_id || ':' || m.seq || ':%'",
-                      DB_NO_ARGS, &out->bad_keys, err) < 0 ||
-        store_get_int(st, "SELECT COALESCE(SUM(amount_micros), 0) FROM charges", DB_NO_ARGS,
-                      &out->charges_total, err) < 0)
+                      "SELECT COUNT(*) FROM meters m LEFT JOIN (SELECT meter_seq, COUNT(*) AS n,"
+                      " MIN(settlement) AS lo, MAX(settlement) AS hi FROM charges"
+                      " WHERE meter_seq IS NOT NULL GROUP BY meter_seq) c ON c.meter_seq = m.seq"
+                      " WHERE COALESCE(c.n, 0) != m.settlements"
+                      " OR (c.n > 0 AND (c.lo != 1 OR c.hi != c.n))",
+                      DB_NO_ARGS, &out->bad_keys, err) < 0)
         return -1;
-    /* every charge is the user side of its ledger transaction */
-    return store_get_int(st,
-                         "SELECT COALESCE(-SUM(e.amount_micros), 0) FROM charges c"
-                         " JOIN ledger_entries e ON e.txn_id = c.txn_id"
-                         " AND e.account_id = 'user:' || c.user_id",
-                         DB_NO_ARGS, &out->ledger_charges, err) < 0
-               ? -1
-               : 0;
+    /* each ledger transaction's user side is the sum of its charges: one
+     * statement, one snapshot, whatever settles meanwhile */
+    cleanup_rows struct db_rows *rows = store_query(
+        st,
+        "SELECT COALESCE(SUM(x.total), 0), COALESCE(SUM(-e.amount_micros), 0),"
+        " COALESCE(SUM(e.amount_micros IS NULL OR -e.amount_micros != x.total), 0) FROM"
+        " (SELECT txn_id, user_id, SUM(amount_micros) AS total FROM charges GROUP BY txn_id) x"
+        " LEFT JOIN ledger_entries e ON e.txn_id = x.txn_id AND e.account_id = 'user:' || x.user_id",
+        DB_NO_ARGS, err);
+    int rc;
+    if (!rows || (rc = db_next(rows, err)) < 0)
+        return -1;
+    out->charges_total = db_int(rows, 0);
+    out->ledger_charges = db_int(rows, 1);
+    out->bad_txns = db_int(rows, 2);
+    return 0;
 }

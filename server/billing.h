@@ -15,10 +15,11 @@
  * meter ends at the last heartbeat and a new one with the same rates starts
  * now) and prepaid plans are lengthened by it.
  *
- * Each settlement is one ledger transaction with the idempotency key
- * "settle:INSTANCE:METER:N" plus a `charges` row saying what it was for,
- * written in the same store transaction as the meter's new position. Every
- * settlement also splits at UTC midnight so that a day's bill is exact.
+ * Each settlement is a `charges` row keyed (meter, sequence N): the key
+ * "settle:INSTANCE:METER:N" exists once. A renter's settlements of one
+ * store transaction are one ledger transaction moving their sum, written
+ * with the meters' new positions. Every settlement also splits at UTC
+ * midnight so that a day's bill is exact.
  *
  * "Now" is sl_time_now(): tests install a fake clock. */
 #ifndef SL_BILLING_H
@@ -98,7 +99,8 @@ struct billing_check {
     int64_t bad_sums;       /* sum of a meter's charges != its charged */
     int64_t bad_positions;  /* settled past its end, or an end before its start */
     int64_t after_release;  /* charged past the instance's release */
-    int64_t bad_keys;       /* settlement keys not one per (meter, sequence) */
+    int64_t bad_keys;       /* settlements of a meter not numbered 1..n */
+    int64_t bad_txns;       /* ledger transactions whose user side is not their charges */
     int64_t charges_total;  /* sum of charges */
     int64_t ledger_charges; /* sum of the user side of charge transactions */
 };

@@ -103,7 +103,10 @@ int ledger_post(struct store *st, const struct ledger_txn *txn, char *txn_id, bo
         *existed = true;
         return store_commit(st, err) < 0 ? -1 : (tx = NULL, 0);
     }
-    sl_id_new(txn_id, "txn-");
+    if (txn->id)
+        snprintf(txn_id, SL_ID_MAX, "%s", txn->id);
+    else
+        sl_id_new(txn_id, "txn-");
     if (store_exec(st,
                    "INSERT INTO ledger_txns (id, kind, memo, idempotency_key, actor, created_at)"
                    " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",

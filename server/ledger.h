@@ -20,6 +20,7 @@ struct ledger_entry {
 };
 
 struct ledger_txn {
+    const char *id;   /* NULL: a new one (txn_id gets it) */
     const char *kind; /* "credit", "topup", "charge", "refund" */
     const char *memo;
     const char *idempotency_key; /* unique across the ledger */

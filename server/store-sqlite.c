@@ -6,6 +6,7 @@
 
 #include "../lib/xalloc.h"
 
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <stdint.h>
@@ -48,8 +49,17 @@ static int fail_sqlite(struct sl_error *err, sqlite3 *db, int rc, const char *wh
     return sl_fail(err, SL_E_INTERNAL, "store_error", "%s: %s", what, msg);
 }
 
+/* Before SQLite initialises: no global memory statistics, whose mutex
+ * every allocation would take (connections are per thread already). */
+static void sq_configure(void)
+{
+    sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}
+
 static void *sq_connect(const char *target, struct sl_error *err)
 {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, sq_configure);
     struct sqlite_conn *c = xzalloc(sizeof(*c));
     char *errmsg = NULL;
     int rc;
@@ -64,10 +74,13 @@ static void *sq_connect(const char *target, struct sl_error *err)
         return NULL;
     }
     sqlite3_busy_timeout(c->db, 10000);
-    /* synchronous=FULL: an acknowledged ledger entry survives power loss too */
+    /* synchronous=FULL: an acknowledged ledger entry survives power loss too.
+     * A 64 MiB page cache per connection and reads through mmap keep a
+     * settlement pass over 100,000 meters off the read() path. */
     rc = sqlite3_exec(c->db,
                       "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
-                      " PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY;",
+                      " PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY;"
+                      " PRAGMA cache_size=-65536; PRAGMA mmap_size=1073741824;",
                       NULL, NULL, &errmsg);
     if (rc != SQLITE_OK) {
         sl_fail(err, SL_E_INTERNAL, "store_error", "unable to configure database '%s': %s", target,

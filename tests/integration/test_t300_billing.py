@@ -68,8 +68,14 @@ def check_books(cluster, user, credited):
     charges = pages(cluster, user, "/v1/bills/charges")
     ledger = pages(cluster, user, "/v1/ledger")
     by_txn = {e["txn_id"]: e["amount_micros"] for e in ledger}
+    under = {}
     for c in charges:
-        assert by_txn[c["txn_id"]] == -c["amount_micros"], c
+        assert c["txn_id"] in by_txn, c
+        under[c["txn_id"]] = under.get(c["txn_id"], 0) + c["amount_micros"]
+    for txn, amount in under.items():  # a transaction moves exactly its charges
+        assert by_txn[txn] == -amount, (txn, amount)
+    for m in [c for c in charges if c["meter_seq"] is not None]:
+        assert m["settlement"] >= 1
     total = sum(c["amount_micros"] for c in charges)
     assert balance(cluster, user)["balance_micros"] == credited - total
     r = cluster.server.request("GET", "/v1/admin/billing/check",

@@ -815,9 +815,9 @@ static void check_new_charges(void)
     cleanup_rows struct db_rows *rows = store_query(
         st(),
         "SELECT c.seq, c.instance_id, c.meter_seq, c.period_from, c.period_to, c.amount_micros,"
-        " t.idempotency_key FROM charges c JOIN ledger_txns t ON t.id = c.txn_id"
-        " WHERE c.seq > ?1 ORDER BY c.seq",
+        " c.settlement FROM charges c WHERE c.seq > ?1 ORDER BY c.seq",
         DB_ARGS(DB_INT(sim.last_charge_seq)), &err);
+    int64_t first = sim.last_charge_seq;
     int rc;
 
     while (rows && (rc = db_next(rows, &err)) == 1) {
@@ -832,12 +832,10 @@ static void check_new_charges(void)
         if (db_null(rows, 2))
             continue; /* a plan or a refund */
         sim.settlements++;
-        char want[128];
-        int64_t meter = db_int(rows, 2);
-        snprintf(want, sizeof(want), "settle:%s:%" PRId64 ":%" PRId64, in->id, meter,
-                 meter_step(meter));
-        if (strcmp(db_text(rows, 6), want) != 0)
-            FAIL("settlement key %s, expected %s", db_text(rows, 6), want);
+        int64_t meter = db_int(rows, 2), want = meter_step(meter);
+        if (db_int(rows, 6) != want)
+            FAIL("settlement %" PRId64 " of meter %" PRId64 ", expected %" PRId64,
+                 db_int(rows, 6), meter, want);
         /* one UTC day at most, so that a day's bill is exact */
         if (amount <= 0 || to <= from || from / 86400 != (to - 1) / 86400)
             FAIL("charge %" PRId64 " of %s: %" PRId64 " for [%" PRId64 ", %" PRId64 ")",
@@ -852,8 +850,28 @@ static void check_new_charges(void)
                      " [%" PRId64 ", %" PRId64 ")",
                      in->id, from, to, n->outages[k].from, n->outages[k].to);
     }
-    if (!rows)
+    if (!rows) {
         FAIL("charges: %s", err.message);
+        return;
+    }
+    /* each new ledger transaction moves exactly its charges */
+    cleanup_rows struct db_rows *txns = store_query(
+        st(),
+        "SELECT x.txn_id, x.total, e.amount_micros, t.idempotency_key FROM (SELECT txn_id,"
+        " user_id, SUM(amount_micros) AS total FROM charges WHERE seq > ?1 GROUP BY txn_id) x"
+        " LEFT JOIN ledger_entries e ON e.txn_id = x.txn_id AND e.account_id = 'user:' || x.user_id"
+        " LEFT JOIN ledger_txns t ON t.id = x.txn_id",
+        DB_ARGS(DB_INT(first)), &err);
+    while (txns && (rc = db_next(txns, &err)) == 1) {
+        if (db_null(txns, 2) || -db_int(txns, 2) != db_int(txns, 1))
+            FAIL("ledger transaction %s moved %" PRId64 " for charges of %" PRId64,
+                 db_text(txns, 0), -db_int(txns, 2), db_int(txns, 1));
+        const char *key = db_text(txns, 3);
+        if (strncmp(key, "settle:", 7) != 0 && strncmp(key, "plan", 4) != 0)
+            FAIL("ledger transaction %s has key %s", db_text(txns, 0), key);
+    }
+    if (!txns)
+        FAIL("transactions: %s", err.message);
 }
 
 /* The ledger since the last step: each account's new entries sum to its

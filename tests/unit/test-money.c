@@ -219,6 +219,65 @@ TEST(charged_gib_day)
     CHECK(sl_money_charged_gib_day(1, 1, -1, &out, &err) < 0);
 }
 
+/* sl_money_prorate: the meters' formula for any period, and the plans'
+ * refund (price - prorate(price, used, period)) at its edges. */
+TEST(prorate_edges_and_refunds)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    int64_t out, a, b;
+
+    CHECK_EQ_INT(sl_money_prorate(3600, 1, 3600, &out, &err), 0);
+    CHECK_EQ_INT(out, 1);
+    CHECK_EQ_INT(sl_money_prorate(3599, 1, 3600, &out, &err), 0);
+    CHECK_EQ_INT(out, 0); /* floor: the renter keeps the fraction */
+    CHECK_EQ_INT(sl_money_prorate(0, INT64_MAX, 1, &out, &err), 0);
+    CHECK_EQ_INT(out, 0);
+    /* the largest result: INT64_MAX after exactly one period ... */
+    CHECK_EQ_INT(sl_money_prorate(INT64_MAX, 86400, 86400, &out, &err), 0);
+    CHECK_EQ_INT(out, INT64_MAX);
+    CHECK_EQ_INT(sl_money_prorate(INT64_MAX, INT64_MAX, INT64_MAX, &out, &err), 0);
+    CHECK_EQ_INT(out, INT64_MAX);
+    /* ... one second more does not fit: refused, never wrapped */
+    CHECK(refused_out_of_range(sl_money_prorate(INT64_MAX, 86401, 86400, &out, &err), &err));
+    sl_error_clear(&err);
+    CHECK(refused_out_of_range(sl_money_prorate(INT64_MAX, INT64_MAX, 1, &out, &err), &err));
+    sl_error_clear(&err);
+    CHECK(sl_money_prorate(-1, 1, 3600, &out, &err) < 0);
+    sl_error_clear(&err);
+    CHECK(sl_money_prorate(1, -1, 3600, &out, &err) < 0);
+    sl_error_clear(&err);
+    CHECK(sl_money_prorate(1, 1, 0, &out, &err) < 0);
+    sl_error_clear(&err);
+    /* per hour it is sl_money_charged; per day, the GiB-day formula */
+    for (int k = 0; k < 20000 && test_ok(); k++) {
+        int64_t r = test_rand_range(0, 1000000000000LL), e = test_rand_range(0, 400LL * 86400);
+        CHECK_EQ_INT(sl_money_prorate(r, e, 3600, &a, &err), 0);
+        CHECK_EQ_INT(sl_money_charged(r, e, &b, &err), 0);
+        CHECK_EQ_INT(a, b);
+        int64_t g = test_rand_range(0, 4096), unit = test_rand_range(0, 100000);
+        CHECK_EQ_INT(sl_money_prorate(unit * g, e, 86400, &a, &err), 0);
+        CHECK_EQ_INT(sl_money_charged_gib_day(unit, g, e, &b, &err), 0);
+        CHECK_EQ_INT(a, b);
+    }
+    /* a plan's refund: never negative, never more than the price, the whole
+     * price before any use and nothing after the last second */
+    for (int k = 0; k < 20000 && test_ok(); k++) {
+        int64_t price = test_rand_range(0, 100000000000LL);
+        int64_t period = k % 3 == 0 ? 86400 : k % 3 == 1 ? 7 * 86400 : 30 * 86400;
+        int64_t used = test_rand_range(0, period), consumed, later;
+        CHECK_EQ_INT(sl_money_prorate(price, used, period, &consumed, &err), 0);
+        CHECK(consumed >= 0 && consumed <= price);
+        if (used < period) {
+            CHECK_EQ_INT(sl_money_prorate(price, used + 1, period, &later, &err), 0);
+            CHECK(later >= consumed); /* a later refund is never larger */
+        }
+    }
+    CHECK_EQ_INT(sl_money_prorate(45144000, 0, 86400, &out, &err), 0);
+    CHECK_EQ_INT(out, 0);
+    CHECK_EQ_INT(sl_money_prorate(45144000, 86400, 86400, &out, &err), 0);
+    CHECK_EQ_INT(out, 45144000);
+}
+
 TEST(covers_seconds)
 {
     CHECK_EQ_INT(sl_money_covers_seconds(0, 1000), 0);

@@ -1,0 +1,233 @@
+#!/bin/bash
+# Benchmarks one settlement pass of the billing loop (server/billing.h) over
+# many running instances on SQLite: time per pass, settlements (charges rows)
+# and ledger entries written per second.
+#   bench/settle.sh
+# PERF=FILE records a perf profile of suanlid during the last pass.
+# Environment: INSTANCES (100000), RENTERS (1000), NODES (12500: 8 instances
+# each), PASSES measured (5), GAP seconds between passes (3), RATE micros per
+# hour of each instance (2500000), SUANLI_BUILD (build). Writes the table to
+# bench/results/settle.md.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${SUANLI_BUILD:-$root/build}
+instances=${INSTANCES:-100000}
+renters=${RENTERS:-1000}
+nodes=${NODES:-12500}
+passes=${PASSES:-5}
+gap=${GAP:-3}
+rate=${RATE:-2500000}
+results=$root/bench/results/settle.md
+
+for tool in sqlite3 curl jq; do
+    command -v "$tool" >/dev/null || {
+        echo "settle.sh: $tool not found: run scripts/deps.sh bench" >&2
+        exit 1
+    }
+done
+[ -x "$build/suanlid" ] || make -C "$root" --no-print-directory BUILD="$build" all
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/suanli-settle-XXXXXX")
+data=$tmp/data
+db=$data/suanli.db
+pid=
+ok=0
+cleanup() {
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+        kill -TERM "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    fi
+    if [ "$ok" != 1 ] && [ -f "$tmp/suanlid.log" ]; then
+        echo "settle.sh: the end of suanlid's log:" >&2
+        tail -n 20 "$tmp/suanlid.log" >&2
+    fi
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+die() {
+    echo "settle.sh: $*" >&2
+    exit 1
+}
+
+# The billing loop must not run on its own: one pass a day (the longest
+# billing.settle_interval allows); the passes measured are asked for.
+start_server() {
+    for _ in 1 2 3 4 5; do
+        port=$((20000 + RANDOM % 40000))
+        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && continue
+        url=http://127.0.0.1:$port
+        "$build/suanlid" --data-dir "$data" --listen "127.0.0.1:$port" \
+            --set "catalog_seed=$root/etc/catalog.sample.json" \
+            --set billing.settle_interval=86400 \
+            >>"$tmp/suanlid.out" 2>>"$tmp/suanlid.log" </dev/null &
+        pid=$!
+        for _ in $(seq 300); do
+            curl -fsS "$url/healthz" >/dev/null 2>&1 && return 0
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -0 "$pid" 2>/dev/null && die "suanlid did not answer /healthz in 30 seconds"
+        grep -q "unable to listen" "$tmp/suanlid.log" ||
+            die "suanlid exited: $(tail -n 3 "$tmp/suanlid.log")"
+        pid=
+    done
+    die "no free port found"
+}
+
+stop_server() {
+    kill -TERM "$pid"
+    wait "$pid" || true
+    pid=
+}
+
+# api METHOD PATH TOKEN [BODY]: prints the body, fails on a status >= 400
+api() {
+    local args=(-sS -X "$1" "$url$2" -H 'Content-Type: application/json' -w '\n%{http_code}')
+    [ -n "$3" ] && args+=(-H "Authorization: Bearer $3")
+    [ $# -ge 4 ] && args+=(--data-binary "$4")
+    local out status
+    out=$(curl "${args[@]}")
+    status=${out##*$'\n'}
+    out=${out%$'\n'*}
+    [ "$status" -lt 400 ] || die "$1 $2: $status $out"
+    printf '%s\n' "$out"
+}
+
+sql() {
+    sqlite3 -bail -cmd ".timeout 30000" "$db" "$@"
+}
+
+# 1. suanlid creates and migrates the store, seeds the sample catalog
+mkdir -p "$data"
+start_server
+stop_server
+
+# 2. the population, written straight into the store as suanlid would have:
+# renters with a credit each (a balanced ledger transaction, so the ledger
+# check holds), hosts, running instances, one open GPU meter each that
+# started a minute ago and was never settled
+echo "settle.sh: inserting $renters renters, $nodes hosts, $instances running instances" >&2
+now=$(date +%s)
+credit=100000000000 # 100,000 units each
+t0=$(date +%s.%N)
+sql <<SQL
+PRAGMA journal_mode=WAL;
+BEGIN;
+CREATE TEMP TABLE n(i INTEGER PRIMARY KEY);
+WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < max($instances, $nodes, $renters))
+INSERT INTO n SELECT i FROM c;
+INSERT INTO users (id, email, name, password_hash, role, verification, created_at)
+  SELECT printf('u-bench%06d', i), printf('bench%06d@example.com', i), 'Bench', 'x', 'renter',
+         'approved', $now - 86400 FROM n WHERE i <= $renters;
+INSERT INTO accounts (id, user_id, balance_micros, created_at)
+  SELECT printf('user:u-bench%06d', i), printf('u-bench%06d', i), $credit, $now - 86400
+  FROM n WHERE i <= $renters;
+INSERT INTO accounts (id, user_id, balance_micros, created_at)
+  VALUES ('system:credits', NULL, -$credit * $renters, $now - 86400);
+INSERT INTO ledger_txns (id, kind, memo, idempotency_key, actor, created_at)
+  SELECT printf('txn-bench%06d', i), 'credit', 'bench', printf('credit:bench%06d', i), NULL,
+         $now - 86400 FROM n WHERE i <= $renters;
+INSERT INTO ledger_entries (txn_id, account_id, amount_micros, balance_after_micros, created_at)
+  SELECT printf('txn-bench%06d', i / 2),
+         CASE i % 2 WHEN 0 THEN printf('user:u-bench%06d', i / 2) ELSE 'system:credits' END,
+         CASE i % 2 WHEN 0 THEN $credit ELSE -$credit END,
+         CASE i % 2 WHEN 0 THEN $credit ELSE -$credit * (i / 2) END, $now - 86400
+  FROM n WHERE i >= 2 AND i <= 2 * $renters + 1 ORDER BY i;
+INSERT INTO nodes (id, hostname, address, region_id, token_hash, cpu_cores, memory_mib,
+                   disk_total_gib, disk_free_gib, ssh_port_min, ssh_port_max, last_heartbeat,
+                   created_at)
+  SELECT printf('n-bench%06d', i), printf('host%06d', i), '127.0.0.1', 'sample-1',
+         printf('hash%06d', i), 128, 1048576, 8000, 4000, 30000, 30999, $now, $now - 86400
+  FROM n WHERE i <= $nodes;
+INSERT INTO instances (id, user_id, name, region_id, node_id, gpu_model_id, gpus, image,
+                       system_disk_gib, data_disk_gib, ssh_port, root_password, state, desired,
+                       mode, created_at, updated_at)
+  SELECT printf('i-bench%07d', i), printf('u-bench%06d', (i - 1) % $renters + 1),
+         printf('bench-%d', i), 'sample-1', printf('n-bench%06d', (i - 1) % $nodes + 1),
+         (SELECT id FROM gpu_models WHERE name = 'RTX 4090'), 1, 'debian-12', 30, 50,
+         30000 + (i - 1) / $nodes, 'x', 'running', 'running', 'gpu', $now - 60, $now - 60
+  FROM n WHERE i <= $instances;
+INSERT INTO meters (instance_id, user_id, node_id, item, quantity, unit_price_micros,
+                    amount_micros, period_s, started_at, settled_until)
+  SELECT id, user_id, node_id, 'gpu', 1, $rate, $rate, 3600, $now - 60, $now - 60
+  FROM instances WHERE id LIKE 'i-bench%' ORDER BY seq;
+COMMIT;
+SQL
+t1=$(date +%s.%N)
+echo "settle.sh: inserted in $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}') s" >&2
+
+start_server
+admin_password=$(cat "$data/admin-password")
+admin_token=$(api POST /v1/sessions "" \
+    "{\"email\":\"admin@localhost\",\"password\":\"$admin_password\"}" | jq -r .token)
+[ -n "$admin_token" ] || die "unable to log in as admin@localhost"
+
+# 3. the passes. A pass charges each meter up to its host's last heartbeat:
+# every host reports (last_heartbeat = now, the UPDATE a heartbeat makes,
+# written here with the sqlite3 CLI beside the running suanlid: SQLite locks
+# across processes), then one pass is asked for.
+entries() { sql "SELECT COUNT(*) FROM ledger_entries"; }
+rows=()
+for p in $(seq 0 "$passes"); do
+    [ "$p" = 0 ] || sleep "$gap"
+    sql "UPDATE nodes SET last_heartbeat = CAST(strftime('%s', 'now') AS INTEGER)"
+    before=$(entries)
+    perf_pid=
+    if [ -n "${PERF:-}" ] && [ "$p" = "$passes" ]; then
+        perf record -g -o "$PERF" -p "$pid" 2>"$tmp/perf.log" &
+        perf_pid=$!
+        sleep 1
+    fi
+    t0=$(date +%s%N)
+    out=$(api POST /v1/admin/billing/run "$admin_token" '{}')
+    t1=$(date +%s%N)
+    if [ -n "$perf_pid" ]; then
+        kill -INT "$perf_pid"
+        wait "$perf_pid" || true
+    fi
+    after=$(entries)
+    rows+=("$p $((t1 - t0)) $(echo "$out" | jq -r '[.elapsed_us, .meters, .settlements] | @tsv') \
+$((after - before))")
+    echo "settle.sh: pass $p: $out" >&2
+done
+
+# 4. the checks: every meter against its formula and its charges, every
+# ledger transaction against the charges under it, the ledger's invariants
+db_mib=$(du -sm "$data" | cut -f1)
+check=$(api GET /v1/admin/billing/check "$admin_token")
+[ "$(echo "$check" | jq -r .ok)" = true ] || die "billing check failed: $check"
+lcheck=$(api GET /v1/admin/ledger/check "$admin_token")
+[ "$(echo "$lcheck" | jq -r .ok)" = true ] || die "ledger check failed: $lcheck"
+
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+mem=$(awk '/^MemTotal:/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)
+{
+    echo "# Settlement pass benchmark"
+    echo
+    echo "$(date -u +%Y-%m-%dT%H:%M:%SZ), suanlid $("$build/suanlid" --version | awk '{print $2}'),"
+    echo "SQLite (WAL, synchronous=FULL); $instances running instances with one open GPU meter"
+    echo "each ($rate micros/hour), $renters renters, $nodes hosts; ${gap}s between passes;"
+    echo "machine: $(nproc) CPUs ($cpu), $mem memory, load average $(cut -d' ' -f1-3 /proc/loadavg)."
+    echo
+    echo "| pass | elapsed (server) | wall (HTTP) | meters | settlements | ledger entries | settlements/s | entries/s |"
+    echo "|---|---|---|---|---|---|---|---|"
+    for r in "${rows[@]}"; do
+        read -r p wall_ns us meters settlements written <<<"$r"
+        awk -v p="$p" -v w="$wall_ns" -v us="$us" -v m="$meters" -v s="$settlements" \
+            -v e="$written" 'BEGIN {
+                printf "| %s | %.3f s | %.3f s | %d | %d | %d | %.0f | %.0f |\n",
+                    (p == 0 ? "0 (first)" : p), us / 1e6, w / 1e9, m, s, e,
+                    (us > 0 ? s / (us / 1e6) : 0), (us > 0 ? e / (us / 1e6) : 0) }'
+    done
+    echo
+    echo "After the passes: billing check ok ($(echo "$check" | jq -r .meters) meters,"
+    echo "$(echo "$check" | jq -r .charges_total_micros) micros charged), ledger check ok"
+    echo "($(echo "$lcheck" | jq -r .transactions) transactions); data directory ${db_mib} MiB."
+} >"$tmp/settle.md"
+mkdir -p "$(dirname "$results")"
+cp "$tmp/settle.md" "$results"
+cat "$results"
+ok=1
