@@ -164,7 +164,8 @@ int api_bill_charges(struct api_request *req, struct api_response *res, struct s
     cleanup_rows struct db_rows *rows = store_query(
         req->srv->store,
         "SELECT seq, txn_id, instance_id, item, period_from, period_to, amount_micros,"
-        " created_at, meter_seq, settlement FROM charges WHERE user_id = ?1 AND period_from >= ?2 AND period_from < ?3"
+        " created_at, meter_seq, settlement FROM charges WHERE user_id = ?1 AND period_from >= ?2 "
+        "AND period_from < ?3"
         " AND (?4 IS NULL OR instance_id = ?4) AND (?5 IS NULL OR item = ?5) AND seq > ?6"
         " ORDER BY seq LIMIT ?7",
         DB_ARGS(DB_TEXT(req->caller.user_id), DB_INT(from), DB_INT(to),
@@ -270,13 +271,12 @@ int api_admin_billing_check(struct api_request *req, struct api_response *res, s
               c.charges_total == c.ledger_charges;
     api_reply(res, 200,
               json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "ok", ok, "meters",
-                        (json_int_t)c.meters, "bad_charged", (json_int_t)c.bad_charged,
-                        "bad_sums", (json_int_t)c.bad_sums, "bad_positions",
-                        (json_int_t)c.bad_positions, "charged_after_release",
-                        (json_int_t)c.after_release, "bad_keys", (json_int_t)c.bad_keys,
-                        "bad_transactions", (json_int_t)c.bad_txns, "charges_total_micros",
-                        (json_int_t)c.charges_total, "ledger_charges_micros",
-                        (json_int_t)c.ledger_charges));
+                        (json_int_t)c.meters, "bad_charged", (json_int_t)c.bad_charged, "bad_sums",
+                        (json_int_t)c.bad_sums, "bad_positions", (json_int_t)c.bad_positions,
+                        "charged_after_release", (json_int_t)c.after_release, "bad_keys",
+                        (json_int_t)c.bad_keys, "bad_transactions", (json_int_t)c.bad_txns,
+                        "charges_total_micros", (json_int_t)c.charges_total,
+                        "ledger_charges_micros", (json_int_t)c.ledger_charges));
     return 0;
 }
 

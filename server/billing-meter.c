@@ -107,12 +107,12 @@ static void batch_begin(struct batch *b, const char *user_id)
 }
 
 /* One settlement: a charges row of the batch's ledger transaction. */
-static int charge(struct store *st, struct batch *b, const struct meter *m, int64_t n,
-                  int64_t from, int64_t to, int64_t amount, struct sl_error *err)
+static int charge(struct store *st, struct batch *b, const struct meter *m, int64_t n, int64_t from,
+                  int64_t to, int64_t amount, struct sl_error *err)
 {
     if (!b->key[0])
-        snprintf(b->key, sizeof(b->key), "settle:%s:%" PRId64 ":%" PRId64, m->instance_id,
-                 m->seq, n);
+        snprintf(b->key, sizeof(b->key), "settle:%s:%" PRId64 ":%" PRId64, m->instance_id, m->seq,
+                 n);
     if (sl_money_add(b->total, amount, &b->total, err) < 0)
         return -1;
     b->count++;
@@ -121,8 +121,8 @@ static int charge(struct store *st, struct batch *b, const struct meter *m, int6
                       " settlement, period_from, period_to, amount_micros, created_at)"
                       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                       DB_ARGS(DB_TEXT(b->txn_id), DB_TEXT(m->user_id), DB_TEXT(m->instance_id),
-                              DB_TEXT(m->item), DB_INT(m->seq), DB_INT(n), DB_INT(from),
-                              DB_INT(to), DB_INT(amount), DB_INT(sl_time_now())),
+                              DB_TEXT(m->item), DB_INT(m->seq), DB_INT(n), DB_INT(from), DB_INT(to),
+                              DB_INT(amount), DB_INT(sl_time_now())),
                       err) < 0
                ? -1
                : 0;
@@ -174,17 +174,15 @@ static int settle_to(struct store *st, struct batch *b, struct meter *m, int64_t
     }
     if (u == m->settled)
         return 0;
-    int changed = store_exec(st,
-                             "UPDATE meters SET settled_until = ?2, charged_micros = ?3,"
-                             " settlements = ?4 WHERE seq = ?1 AND settlements = ?5",
-                             DB_ARGS(DB_INT(m->seq), DB_INT(u), DB_INT(c), DB_INT(n),
-                                     DB_INT(m->settlements)),
-                             err);
+    int changed = store_exec(
+        st,
+        "UPDATE meters SET settled_until = ?2, charged_micros = ?3,"
+        " settlements = ?4 WHERE seq = ?1 AND settlements = ?5",
+        DB_ARGS(DB_INT(m->seq), DB_INT(u), DB_INT(c), DB_INT(n), DB_INT(m->settlements)), err);
     if (changed < 0)
         return -1;
     if (changed != 1)
-        return sl_fail(err, SL_E_UNAVAILABLE, "busy", "meter %" PRId64 " moved: try again",
-                       m->seq);
+        return sl_fail(err, SL_E_UNAVAILABLE, "busy", "meter %" PRId64 " moved: try again", m->seq);
     m->settled = u;
     m->charged = c;
     m->settlements = n;

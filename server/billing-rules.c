@@ -272,7 +272,8 @@ int billing_check(struct store *st, struct billing_check *out, struct sl_error *
         "SELECT COALESCE(SUM(x.total), 0), COALESCE(SUM(-e.amount_micros), 0),"
         " COALESCE(SUM(e.amount_micros IS NULL OR -e.amount_micros != x.total), 0) FROM"
         " (SELECT txn_id, user_id, SUM(amount_micros) AS total FROM charges GROUP BY txn_id) x"
-        " LEFT JOIN ledger_entries e ON e.txn_id = x.txn_id AND e.account_id = 'user:' || x.user_id",
+        " LEFT JOIN ledger_entries e ON e.txn_id = x.txn_id AND e.account_id = 'user:' || "
+        "x.user_id",
         DB_NO_ARGS, err);
     int rc;
     if (!rows || (rc = db_next(rows, err)) < 0)

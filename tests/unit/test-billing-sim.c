@@ -834,8 +834,8 @@ static void check_new_charges(void)
         sim.settlements++;
         int64_t meter = db_int(rows, 2), want = meter_step(meter);
         if (db_int(rows, 6) != want)
-            FAIL("settlement %" PRId64 " of meter %" PRId64 ", expected %" PRId64,
-                 db_int(rows, 6), meter, want);
+            FAIL("settlement %" PRId64 " of meter %" PRId64 ", expected %" PRId64, db_int(rows, 6),
+                 meter, want);
         /* one UTC day at most, so that a day's bill is exact */
         if (amount <= 0 || to <= from || from / 86400 != (to - 1) / 86400)
             FAIL("charge %" PRId64 " of %s: %" PRId64 " for [%" PRId64 ", %" PRId64 ")",
