@@ -114,6 +114,17 @@ char *cli_read_password(bool from_stdin, bool confirm, struct sl_error *err);
  * users list. Returns a new string or NULL with err filled. */
 char *cli_resolve_user(struct cli *cli, const char *user, struct sl_error *err);
 
+/* Scheduled stops (cmd-stops.c): whether `stop` was given --at, --in or
+ * --cancel, and that form of it; the lines `show` prints (NULL when there
+ * is no scheduled stop). */
+bool cli_stop_is_schedule(int argc, char **argv);
+int cli_stop_schedule(struct cli *cli, int argc, char **argv);
+const char *cli_stop_at_text(json_t *inst, char *buf, size_t size);
+const char *cli_idle_stop_text(json_t *inst, char *buf, size_t size);
+
+/* Service ports (cmd-port.c): the links `show` prints under its fields. */
+void cli_print_services(FILE *out, json_t *inst);
+
 /* The command descriptors, one file per noun. */
 extern const struct cli_command cmd_register, cmd_login, cmd_logout, cmd_whoami;
 extern const struct cli_command cmd_token_create, cmd_token_ls, cmd_token_rm;
@@ -123,7 +134,10 @@ extern const struct cli_command cmd_balance, cmd_ledger;
 extern const struct cli_command cmd_bill, cmd_bill_charges, cmd_plan;
 extern const struct cli_command cmd_market, cmd_regions, cmd_gpu_models;
 extern const struct cli_command cmd_create, cmd_ls, cmd_show, cmd_events, cmd_stop, cmd_start,
-    cmd_restart, cmd_release, cmd_ssh;
+    cmd_restart, cmd_release, cmd_idle_stop;
+extern const struct cli_command cmd_ssh, cmd_ssh_config, cmd_cp;
+extern const struct cli_command cmd_port_ls, cmd_port_add, cmd_port_rm, cmd_port_public,
+    cmd_port_private;
 extern const struct cli_command cmd_image_ls, cmd_admin_image_build, cmd_admin_image_import;
 extern const struct cli_command cmd_admin_node_ls, cmd_admin_node_show, cmd_admin_join_token_create,
     cmd_admin_join_token_ls, cmd_admin_join_token_rm;

@@ -438,7 +438,8 @@ static int run_show(struct cli *cli, int argc, char **argv)
         sl_error_clear(&err);
     const char *currency = jstr(balance, "currency");
     char plan[128], price[OUTPUT_MONEY_MAX + 16], charged[OUTPUT_MONEY_MAX],
-        rate[OUTPUT_MONEY_MAX + 8], stopped[32], release_at[32], countdown[32];
+        rate[OUTPUT_MONEY_MAX + 8], stopped[32], release_at[32], countdown[32], stop_at[96],
+        idle_stop[96];
     cleanup_free char *release = NULL;
     if (prepaid(inst))
         output_money(jint(inst, "plan_price_micros"), currency, price);
@@ -498,12 +499,15 @@ static int run_show(struct cli *cli, int argc, char **argv)
         { "stopped",
           jstr(inst, "stopped_at") ? output_time(jstr(inst, "stopped_at"), stopped) : NULL },
         { "auto-release", release },
+        { "stop at", cli_stop_at_text(inst, stop_at, sizeof(stop_at)) },
+        { "idle stop", cli_idle_stop_text(inst, idle_stop, sizeof(idle_stop)) },
         { "ssh", jstr(ssh, "command") },
         { "password", jstr(ssh, "password") },
         { "created", output_time(jstr(inst, "created_at"), created) },
         { "updated", output_time(jstr(inst, "updated_at"), updated) },
     };
     output_pairs(stdout, pairs, ARRAY_SIZE(pairs));
+    cli_print_services(stdout, inst);
     return CLI_EXIT_OK;
 }
 
@@ -704,6 +708,8 @@ static int lifecycle(struct cli *cli, int argc, char **argv, const struct lifecy
 
 static int run_stop(struct cli *cli, int argc, char **argv)
 {
+    if (cli_stop_is_schedule(argc, argv))
+        return cli_stop_schedule(cli, argc, argv);
     return lifecycle(cli, argc, argv, &op_stop);
 }
 
@@ -720,119 +726,6 @@ static int run_restart(struct cli *cli, int argc, char **argv)
 static int run_release(struct cli *cli, int argc, char **argv)
 {
     return lifecycle(cli, argc, argv, &op_release);
-}
-
-/* True when the caller has at least one SSH key registered. */
-static bool has_ssh_key(struct cli *cli)
-{
-    struct sl_error err = SL_ERROR_INIT;
-    cleanup_json json_t *page = NULL;
-
-    if (client_request(&cli->client, "GET", "/v1/ssh-keys?limit=1", NULL, NULL, &page, &err) < 0)
-        return true; /* unknown: say nothing rather than something wrong */
-    return json_array_size(json_object_get(page, "items")) > 0;
-}
-
-/* ~/.config/suanli/known_hosts: host keys are remembered per instance
- * (HostKeyAlias), so a port reused by a later instance is no "host key
- * changed" alarm, while a real change of an instance's key still is. */
-static char *known_hosts_path(void)
-{
-    struct sl_error err = SL_ERROR_INIT;
-    cleanup_free char *config = cli_config_path(&err);
-    char *slash = config ? strrchr(config, '/') : NULL;
-
-    if (!slash)
-        return NULL;
-    *slash = '\0';
-    for (char *p = config + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        mkdir(config, 0700);
-        *p = '/';
-    }
-    if (mkdir(config, 0700) < 0 && errno != EEXIST)
-        return NULL;
-    return xasprintf("%s/known_hosts", config);
-}
-
-static int run_ssh(struct cli *cli, int argc, char **argv)
-{
-    static const struct option opts[] = { { "identity", required_argument, NULL, 'i' }, { 0 } };
-    struct sl_error err = SL_ERROR_INIT;
-    const char *identity = NULL;
-    int status, c;
-
-    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
-        if (c != 'i')
-            return cli_usage_error(cli, "bad option");
-        identity = optarg;
-    }
-    if (argc - optind < 1)
-        return cli_usage_error(cli, "missing argument");
-    if ((status = cli_need_token(cli)))
-        return status;
-    const char *id = argv[optind];
-    cleanup_json json_t *inst = instance_get(cli, id, &err);
-    if (!inst)
-        return cli_fail(&err);
-    json_t *ssh = json_object_get(inst, "ssh");
-    const char *host = jstr(ssh, "host"), *user = jstr(ssh, "user");
-    int64_t port = jint(ssh, "port");
-    if (state_is(inst, "released") || state_is(inst, "failed")) {
-        fprintf(stderr, "suanli: instance %s is %s: there is nothing to log in to\n", id,
-                jstr(inst, "state"));
-        return CLI_EXIT_REFUSED;
-    }
-    if (!state_is(inst, "running")) {
-        fprintf(stderr, "suanli: instance %s is %s, not running: start it with suanli start %s\n",
-                id, jstr(inst, "state") ? jstr(inst, "state") : "in no known state", id);
-        return CLI_EXIT_REFUSED;
-    }
-    if (!host || port <= 0) {
-        fprintf(stderr, "suanli: instance %s has no SSH address yet\n", id);
-        return CLI_EXIT_REFUSED;
-    }
-    if (!has_ssh_key(cli) && jstr(ssh, "password"))
-        fprintf(stderr,
-                "suanli: you have no SSH key registered; the root password is %s\n"
-                "        (add a key with suanli key add ~/.ssh/id_ed25519.pub)\n",
-                jstr(ssh, "password"));
-    char port_text[24];
-    snprintf(port_text, sizeof(port_text), "%" PRId64, port);
-    cleanup_free char *target = xasprintf("%s@%s", user ? user : "root", host);
-    int extra = argc - optind - 1;
-    cleanup_free const char **args = xcalloc((size_t)extra + 17, sizeof(char *));
-    cleanup_free char *known = known_hosts_path();
-    cleanup_free char *known_opt = known ? xasprintf("UserKnownHostsFile=%s", known) : NULL;
-    cleanup_free char *alias_opt = xasprintf("HostKeyAlias=%s", id);
-    int n = 0;
-    args[n++] = "ssh";
-    args[n++] = "-p";
-    args[n++] = port_text;
-    args[n++] = "-o";
-    args[n++] = "StrictHostKeyChecking=accept-new";
-    args[n++] = "-o";
-    args[n++] = alias_opt;
-    args[n++] = "-o";
-    args[n++] = "HashKnownHosts=no";
-    if (known_opt) {
-        args[n++] = "-o";
-        args[n++] = known_opt;
-    }
-    if (identity) {
-        args[n++] = "-i";
-        args[n++] = identity;
-    }
-    args[n++] = target;
-    for (int i = 0; i < extra; i++)
-        args[n++] = argv[optind + 1 + i];
-    args[n] = NULL;
-    fflush(stdout);
-    execvp("ssh", (char *const *)args);
-    fprintf(stderr, "suanli: unable to run 'ssh': %s\n", strerror(errno));
-    return CLI_EXIT_REFUSED;
 }
 
 const struct cli_command cmd_create = {
@@ -876,8 +769,10 @@ const struct cli_command cmd_events = {
 const struct cli_command cmd_stop = {
     .name = "stop",
     .aliases = { "instance stop" },
-    .usage = "ID [--no-wait] [--timeout SECONDS]",
-    .summary = "stop an instance: its GPUs go back to the pool, its disks stay",
+    .usage = "ID [--no-wait] [--timeout SECONDS] | ID --at HH:MM|RFC3339 | ID --in DURATION | "
+             "ID --cancel",
+    .summary = "stop an instance: its GPUs go back to the pool, its disks stay (--at, --in: "
+               "later, as scheduled; --cancel: not after all)",
     .run = run_stop,
 };
 
@@ -903,12 +798,4 @@ const struct cli_command cmd_release = {
     .usage = "ID [--yes] [--no-wait] [--timeout SECONDS]",
     .summary = "release an instance: its disks are deleted for good",
     .run = run_release,
-};
-
-const struct cli_command cmd_ssh = {
-    .name = "ssh",
-    .aliases = { "instance ssh" },
-    .usage = "ID [--identity KEYFILE] [-- COMMAND...]",
-    .summary = "open a shell on an instance, or run a command there, with ssh",
-    .run = run_ssh,
 };

@@ -14,6 +14,9 @@
 #include "fsutil.h"
 #include "image-import.h"
 #include "image.h"
+#include "proxy.h"
+#include "activity.h"
+#include "metadata.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -55,6 +58,12 @@ const struct sl_option agent_options[] = {
         "time between SIGTERM and SIGKILL on stop"),
     OPT("ssh_wait_ms", SL_OPT_INT, "10000", 100, 600000, ssh_wait_ms,
         "how long a start waits for sshd's banner before it fails"),
+    OPT("proxy.listen", SL_OPT_STRING, "0.0.0.0:8080", 0, 0, proxy_listen,
+        "where the service ports' nginx listens (PORT or HOST:PORT)"),
+    OPT("proxy.nginx", SL_OPT_STRING, "nginx", 0, 0, proxy_nginx,
+        "the nginx binary; \"off\": no service ports on this node"),
+    OPT("metadata.port", SL_OPT_INT, "8775", 0, 65535, metadata_port,
+        "port on the bridge's gateway that 169.254.169.254:80 inside instances maps to; 0: off"),
 };
 
 const size_t agent_options_count = sizeof(agent_options) / sizeof(agent_options[0]);
@@ -75,6 +84,10 @@ struct agent {
     bool first_pass;  /* the first convergence since the agent started */
     pthread_mutex_t lock;
     json_t *builds; /* {name: "building" | "failed: ..."}, guarded by lock */
+    struct proxy proxy;
+    char *proxy_dir;
+    bool proxy_warned;
+    struct metadata_server *metadata; /* http://169.254.169.254/ inside */
 };
 
 /* node.json: who this host is to the control plane. */
@@ -202,7 +215,17 @@ static int start_one(struct agent *a, json_t *d, struct sl_error *err)
         if (n_gpus < GPU_MAX)
             gpus[n_gpus++] = (unsigned)json_integer_value(g);
     }
+    /* the port whose app is Jupyter, with Jupyter's own token */
+    json_t *jupyter = NULL;
+    json_array_foreach(json_object_get(d, "ports"), i, g)
+    {
+        if (json_is_string(json_object_get(g, "app")) &&
+            strcmp(json_string_value(json_object_get(g, "app")), "jupyter") == 0)
+            jupyter = g;
+    }
     struct instance_spec spec = {
+        .jupyter_port = (unsigned)json_integer_value(json_object_get(jupyter, "port")),
+        .jupyter_token = json_string_value(json_object_get(jupyter, "app_token")),
         .id = id,
         .image = json_string_value(json_object_get(d, "image")),
         .system_disk_gib = (unsigned)json_integer_value(json_object_get(d, "system_disk_gib")),
@@ -320,6 +343,7 @@ struct build_job {
     struct agent *agent;
     char name[IMAGE_NAME_MAX + 1];
     char sha256[65]; /* an uploaded archive to fetch, else "" (build the recipe) */
+    char recipe[32];
 };
 
 /* Fetches an archive an admin uploaded to suanlid, checks its digest and
@@ -363,7 +387,7 @@ static void *build_image(void *p)
         rc = fetch_and_import(a, job, &err);
     } else {
         log_info("agent: building image %s with mmdebstrap", job->name);
-        rc = image_build_default(a->cfg->data_dir, job->name, "bookworm", &err);
+        rc = image_build_recipe(a->cfg->data_dir, job->name, job->recipe, "bookworm", &err);
     }
     pthread_mutex_lock(&a->lock);
     if (rc < 0) {
@@ -408,6 +432,8 @@ static void converge_images(struct agent *a, json_t *wanted)
         snprintf(job->name, sizeof(job->name), "%s", name);
         if (recipe && strcmp(recipe, "upload") == 0 && sha && strlen(sha) == 64)
             snprintf(job->sha256, sizeof(job->sha256), "%s", sha);
+        /* a recipe this node does not know fails the build with its name */
+        snprintf(job->recipe, sizeof(job->recipe), "%s", recipe ? recipe : "base");
         pthread_t t;
         pthread_create(&t, NULL, build_image, job);
         pthread_detach(t);
@@ -484,12 +510,42 @@ static int heartbeat(struct agent *a, json_t *desired, struct sl_error *err)
     cleanup_json json_t *body =
         json_pack("{s:O, s:I, s:O, s:o}", "inventory", inv, "revision", (json_int_t)a->revision,
                   "instances", report, "images", images_report(a));
+    /* for the idle stop: SSH sessions and GPU use of what runs */
+    json_object_set_new(body, "activity",
+                        activity_report(&a->rt, &a->gpus, json_object_get(desired, "instances")));
     cleanup_free char *path = xasprintf("/v1/nodes/%s/heartbeat", a->node_id);
     if (client_request(&a->client, "POST", path, body, NULL, &out, err) < 0)
         return -1;
     int64_t hb = json_integer_value(json_object_get(out, "heartbeat_interval_seconds"));
     if (hb > 0)
         a->heartbeat_s = hb;
+    return 0;
+}
+
+/* nginx for the service ports, under DATA/proxy (an absolute path: nginx's
+ * prefix); proxy.nginx = off leaves it out. */
+static int setup_proxy(struct agent *a, struct sl_error *err)
+{
+    struct agent_config *cfg = a->cfg;
+    char *abs;
+
+    if (strcmp(cfg->proxy_nginx, "off") == 0)
+        return 0;
+    if (!proxy_listen_valid(cfg->proxy_listen))
+        return sl_fail(err, SL_E_INVALID, "invalid_option",
+                       "option 'proxy.listen': '%s' is not PORT, HOST:PORT or [V6]:PORT",
+                       cfg->proxy_listen);
+    if (!(abs = realpath(cfg->data_dir, NULL)))
+        return sl_fail_errno(err, "unable to resolve '%s'", cfg->data_dir);
+    a->proxy_dir = xasprintf("%s/proxy", abs);
+    free(abs);
+    if (fs_mkdir_p(a->proxy_dir, 0700, err) < 0)
+        return -1;
+    a->proxy = (struct proxy){ .s = { .dir = a->proxy_dir,
+                                      .listen = cfg->proxy_listen,
+                                      .auth_url = cfg->server,
+                                      .drop_privileges = geteuid() == 0 },
+                               .nginx = cfg->proxy_nginx };
     return 0;
 }
 
@@ -523,6 +579,8 @@ static int setup(struct agent *a, struct sl_error *err)
                                   .subnet = cfg->subnet,
                                   .state_dir = a->net_state };
     a->host = (struct node_host){ .data_dir = cfg->data_dir, .runtime = &a->rt, .net = &a->net };
+    if (setup_proxy(a, err) < 0)
+        return -1;
     a->failures = json_object();
     a->first_pass = true;
     a->builds = json_object();
@@ -535,6 +593,19 @@ static int setup(struct agent *a, struct sl_error *err)
     if (rc == 0 && enroll(a, err) < 0)
         return -1;
     a->client.token = a->token;
+    if (cfg->metadata_port) {
+        struct metadata_config mc = { .server = cfg->server,
+                                      .node_id = a->node_id,
+                                      .node_token = a->token,
+                                      .data_dir = cfg->data_dir,
+                                      .net_state = a->net_state,
+                                      .bridge = cfg->bridge,
+                                      .subnet = cfg->subnet,
+                                      .port = (unsigned)cfg->metadata_port };
+        a->metadata = metadata_start(&mc, err);
+        if (!a->metadata)
+            return -1;
+    }
     return 0;
 }
 
@@ -575,6 +646,12 @@ int agent_run(struct agent_config *cfg, volatile bool *stop, struct sl_error *er
         if (fresh)
             a.first_pass = false; /* converged to what suanlid says now */
         converge_images(&a, json_object_get(desired, "images"));
+        if (a.proxy.nginx &&
+            proxy_sync_desired(&a.proxy, json_object_get(desired, "instances"), &a.net, &e) < 0 &&
+            !a.proxy_warned) {
+            log_warn("agent: service ports: %s", e.message);
+            a.proxy_warned = true;
+        }
         if (acted || sl_time_mono_ms() >= next_heartbeat) {
             if (heartbeat(&a, desired, &e) < 0 && !warned)
                 log_warn("agent: heartbeat: %s", e.message);
@@ -582,6 +659,9 @@ int agent_run(struct agent_config *cfg, volatile bool *stop, struct sl_error *er
         }
         usleep((useconds_t)cfg->poll_ms * 1000);
     }
+    proxy_stop(&a.proxy);
+    metadata_stop(a.metadata);
+    free(a.proxy_dir);
     client_release(&a.client);
     gpu_source_release(&a.gpus);
     json_decref(a.failures);

@@ -27,6 +27,9 @@ struct agent_config {
     int64_t poll_ms;
     int64_t stop_grace_ms;
     int64_t ssh_wait_ms;
+    char *proxy_listen; /* the service ports' nginx (proxy.h) */
+    char *proxy_nginx;
+    int64_t metadata_port; /* the metadata endpoint (metadata.h); 0: off */
 };
 
 extern const struct sl_option agent_options[];

@@ -4,6 +4,7 @@
 #include "../lib/cleanup.h"
 #include "../lib/xalloc.h"
 
+#include <sodium.h>
 #include <string.h>
 
 /* sshd gets what it needs from the command line rather than from edits to
@@ -46,11 +47,76 @@ const char boot_init_script[] =
     "mkdir -p /run/sshd /root/.ssh\n"
     "chmod 0755 /run/sshd\n"
     "chmod 0700 /root/.ssh\n"
+    "# Jupyter, when the image has it and suanlid published its port (PORT TOKEN)\n"
+    "if [ -s $boot/jupyter ] && command -v jupyter-notebook >/dev/null 2>&1; then\n"
+    "    read -r jport jtoken < $boot/jupyter || true\n"
+    "    (cd /root && exec jupyter-notebook --allow-root --no-browser --ip=0.0.0.0 \\\n"
+    "        --port=\"$jport\" --NotebookApp.token=\"$jtoken\" --NotebookApp.port_retries=0 \\\n"
+    "        --NotebookApp.allow_remote_access=True) </dev/null >>/var/log/jupyter.log 2>&1 &\n"
+    "fi\n"
     "exec /usr/sbin/sshd -D -e \\\n"
     "    -o PermitRootLogin=yes \\\n"
     "    -o \"AuthorizedKeysFile=.ssh/authorized_keys $boot/authorized_keys\" \\\n"
     "    -o \"SetEnv=NVIDIA_VISIBLE_DEVICES=${NVIDIA_VISIBLE_DEVICES:-void} "
     "CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-}\"\n";
+
+/* `python train.py; shutdown` stops the instance when training ends. POSIX
+ * sh with curl, else python3 (the default images have both; an imported
+ * image may have either). */
+const char boot_shutdown_script[] =
+    "#!/bin/sh\n"
+    "# Written by suanli-node: stops this instance from inside, through the\n"
+    "# node's metadata endpoint (billing stops with it; the disks stay).\n"
+    "#   shutdown [now|-h now|-P now]  stop the instance\n"
+    "#   shutdown --status             print its id, balance and time left (JSON)\n"
+    "set -u\n"
+    "url=${SUANLI_METADATA_URL:-http://169.254.169.254}\n"
+    "token_file=/.suanli/metadata-token\n"
+    "case \"${1:-}\" in\n"
+    "--help)\n"
+    "    echo 'usage: shutdown [now]     stop this instance (billing stops; disks stay)'\n"
+    "    echo '       shutdown --status  its id, balance and time left, as JSON'; exit 0 ;;\n"
+    "--status | status | -s) method=GET path=/ ;;\n"
+    "-r | --reboot | reboot)\n"
+    "    echo 'shutdown: instances do not reboot from inside: suanli restart ID' >&2; exit 2 ;;\n"
+    "-c)\n"
+    "    echo 'shutdown: nothing to cancel: a stop from inside is immediate' >&2; exit 2 ;;\n"
+    "*) method=POST path=/stop ;;\n"
+    "esac\n"
+    "token=$(cat \"$token_file\" 2>/dev/null) || {\n"
+    "    echo \"shutdown: $token_file is missing: is this a suanli instance?\" >&2; exit 1; }\n"
+    "if command -v curl >/dev/null 2>&1; then\n"
+    "    out=$(curl -sS --max-time 30 -X \"$method\" -H \"Authorization: Bearer $token\" \\\n"
+    "        -w '\\n%{http_code}' \"$url$path\") || exit 1\n"
+    "    code=$(printf '%s\\n' \"$out\" | tail -n 1)\n"
+    "    body=$(printf '%s\\n' \"$out\" | sed '$d')\n"
+    "elif command -v python3 >/dev/null 2>&1; then\n"
+    "    out=$(python3 - \"$method\" \"$url$path\" \"$token\" <<'EOF'\n"
+    "import sys, urllib.request, urllib.error\n"
+    "req = urllib.request.Request(sys.argv[2], method=sys.argv[1], data=b'' if "
+    "sys.argv[1] == 'POST' else None)\n"
+    "req.add_header('Authorization', 'Bearer ' + sys.argv[3])\n"
+    "try:\n"
+    "    r = urllib.request.urlopen(req, timeout=30); code, body = r.status, r.read()\n"
+    "except urllib.error.HTTPError as e:\n"
+    "    code, body = e.code, e.read()\n"
+    "print(body.decode('utf-8', 'replace')); print(code)\n"
+    "EOF\n"
+    "    ) || exit 1\n"
+    "    code=$(printf '%s\\n' \"$out\" | tail -n 1)\n"
+    "    body=$(printf '%s\\n' \"$out\" | sed '$d')\n"
+    "else\n"
+    "    echo 'shutdown: needs curl or python3 to reach the metadata endpoint' >&2; exit 1\n"
+    "fi\n"
+    "case $code in\n"
+    "2[0-9][0-9]) ;;\n"
+    "*) echo \"shutdown: the node answered $code: $body\" >&2; exit 1 ;;\n"
+    "esac\n"
+    "if [ \"$method\" = GET ]; then\n"
+    "    printf '%s\\n' \"$body\"\n"
+    "else\n"
+    "    echo \"shutdown: stopping ${SUANLI_INSTANCE_ID:-this instance}; billing has stopped\"\n"
+    "fi\n";
 
 static bool printable(const char *s, bool lines)
 {
@@ -90,6 +156,10 @@ int boot_write(const char *boot_dir, const struct boot_params *p, struct sl_erro
     if (p->authorized_keys && !printable(p->authorized_keys, true))
         return sl_fail(err, SL_E_INVALID, "invalid_ssh_key",
                        "authorized keys have a control character");
+    if (p->jupyter_port &&
+        (!p->jupyter_token || !*p->jupyter_token ||
+         strspn(p->jupyter_token, "0123456789abcdef") != strlen(p->jupyter_token)))
+        return sl_fail(err, SL_E_INVALID, "invalid_token", "Jupyter's token must be hex digits");
     if (fs_mkdir_p(boot_dir, 0755, err) < 0)
         return -1;
 
@@ -105,12 +175,25 @@ int boot_write(const char *boot_dir, const struct boot_params *p, struct sl_erro
     cleanup_free char *resolv_text = resolv_conf();
     const char *pw = p->root_password ? p->root_password : "";
     const char *k = p->authorized_keys ? p->authorized_keys : "";
+    cleanup_free char *shutdown = xasprintf("%s/shutdown", boot_dir);
+    cleanup_free char *jupyter = xasprintf("%s/jupyter", boot_dir);
+    cleanup_free char *jupyter_text =
+        p->jupyter_port ? xasprintf("%u %s\n", p->jupyter_port, p->jupyter_token) : xstrdup("");
+    cleanup_free char *token_path = xasprintf("%s/" BOOT_TOKEN_FILE, boot_dir);
+    unsigned char raw[BOOT_TOKEN_HEX / 2];
+    char token[BOOT_TOKEN_HEX + 1];
+    randombytes_buf(raw, sizeof(raw));
+    sodium_bin2hex(token, sizeof(token), raw, sizeof(raw));
 
     if (fs_write_file(init, boot_init_script, strlen(boot_init_script), 0755, err) < 0 ||
         fs_write_file(password, pw, strlen(pw), 0600, err) < 0 ||
         fs_write_file(keys, k, strlen(k), 0644, err) < 0 ||
         fs_write_file(hosts, hosts_text, strlen(hosts_text), 0644, err) < 0 ||
-        fs_write_file(resolv, resolv_text, strlen(resolv_text), 0644, err) < 0)
+        fs_write_file(resolv, resolv_text, strlen(resolv_text), 0644, err) < 0 ||
+        fs_write_file(shutdown, boot_shutdown_script, strlen(boot_shutdown_script), 0755, err) <
+            0 ||
+        fs_write_file(token_path, token, strlen(token), 0600, err) < 0 ||
+        fs_write_file(jupyter, jupyter_text, strlen(jupyter_text), 0600, err) < 0)
         return -1;
     return 0;
 }

@@ -7,6 +7,13 @@
  *   authorized_keys  the renter's public keys, read by sshd next to
  *                    /root/.ssh/authorized_keys
  *   hosts, resolv.conf  bound over /etc/hosts and /etc/resolv.conf
+ *   jupyter          "PORT TOKEN" or empty: the init starts jupyter-notebook
+ *                    on PORT with that token when the image has it
+ *   metadata-token   a random token, new at every start (0600): the
+ *                    instance shows it to http://169.254.169.254/
+ *                    (node/metadata.h), which answers for it only
+ *   shutdown         the `shutdown` command (BOOT_SHUTDOWN_MOUNT): stops
+ *                    the instance through that endpoint
  *
  * It lives on the host, not on the instance's disks, and is rewritten on
  * every start, so a changed password or key set applies at the next start. */
@@ -19,6 +26,8 @@ struct boot_params {
     const char *id;              /* instance id (hostname) */
     const char *root_password;   /* printable, no newline; NULL or "": unchanged */
     const char *authorized_keys; /* OpenSSH public key lines; NULL: none */
+    unsigned jupyter_port;       /* 0: no Jupyter; else its port, with jupyter_token */
+    const char *jupyter_token;   /* [0-9a-f], Jupyter's own login token */
 };
 
 /* Creates boot_dir (0755) and writes its files. A password or key text with
@@ -27,5 +36,12 @@ int boot_write(const char *boot_dir, const struct boot_params *p, struct sl_erro
 
 /* The init script's text (for tests and docs). */
 extern const char boot_init_script[];
+
+/* The `shutdown` command's text, and where it is bound (read-only) inside:
+ * early in PATH, before any shutdown the image has. */
+extern const char boot_shutdown_script[];
+#define BOOT_SHUTDOWN_MOUNT "/usr/local/sbin/shutdown"
+#define BOOT_TOKEN_FILE     "metadata-token"
+#define BOOT_TOKEN_HEX      64
 
 #endif

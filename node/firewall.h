@@ -25,11 +25,26 @@
 
 #include "../lib/error.h"
 
-#define FIREWALL_FORWARD_CHAIN "SUANLI-FORWARD"
-#define FIREWALL_INPUT_CHAIN   "SUANLI-INPUT"
+#define FIREWALL_FORWARD_CHAIN    "SUANLI-FORWARD"
+#define FIREWALL_INPUT_CHAIN      "SUANLI-INPUT"
+#define FIREWALL_METADATA_CHAIN   "SUANLI-METADATA"
+#define FIREWALL_METADATA_ADDRESS "169.254.169.254"
 
 /* Makes sure the chains, their jumps and bridge's rules exist. */
 int firewall_ensure(const char *bridge, struct sl_error *err);
+
+/* The metadata endpoint (node/metadata.h): in the nat table, chain
+ * SUANLI-METADATA (jumped to from PREROUTING)
+ *   -i BR -d 169.254.169.254/32 -p tcp --dport 80 -j DNAT --to GATEWAY:PORT
+ * and, first in SUANLI-INPUT, the one exception to "no connection from an
+ * instance to the host":
+ *   -i BR -d GATEWAY -p tcp --dport PORT -m conntrack --ctstate DNAT
+ *     --ctorigdst 169.254.169.254 -j ACCEPT
+ * so only connections made to 169.254.169.254:80 on this bridge reach the
+ * agent's port (not the gateway's port itself, nor other bridges').
+ * Idempotent; removed with the bridge by scripts/cleanup-host-net.sh. */
+int firewall_allow_metadata(const char *bridge, const char *gateway, unsigned port,
+                            struct sl_error *err);
 
 /* Marks host_veth (a port of the instance bridge) isolated. */
 int firewall_isolate_port(const char *host_veth, struct sl_error *err);

@@ -61,6 +61,26 @@ int fs_write_file(const char *path, const void *data, size_t len, mode_t mode, s
     return 0;
 }
 
+void fs_unlink_with_temps(const char *path)
+{
+    cleanup_free char *dir = xstrdup(path);
+    char *slash = strrchr(dir, '/');
+    const char *base = slash ? slash + 1 : dir;
+
+    unlink(path);
+    if (slash)
+        *slash = '\0';
+    cleanup_free char *prefix = xasprintf("%s.tmp.", base);
+    DIR *d = opendir(slash ? (*dir ? dir : "/") : ".");
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0)
+            unlinkat(dirfd(d), e->d_name, 0);
+    closedir(d);
+}
+
 char *fs_read_file(const char *path, size_t max_len, size_t *len, struct sl_error *err)
 {
     cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);

@@ -16,6 +16,10 @@ int fs_mkdir_p(const char *path, mode_t mode, struct sl_error *err);
 int fs_write_file(const char *path, const void *data, size_t len, mode_t mode,
                   struct sl_error *err);
 
+/* Removes path and what fs_write_file left of it if killed before its
+ * rename (path.tmp.PID). Missing files are no error. */
+void fs_unlink_with_temps(const char *path);
+
 /* Reads a whole file of at most max_len bytes; returns a NUL-terminated copy
  * the caller frees, or NULL (a missing file is SL_E_NOT_FOUND). */
 char *fs_read_file(const char *path, size_t max_len, size_t *len, struct sl_error *err);

@@ -331,9 +331,31 @@ static char *host_apt_sources(struct sl_error *err)
     return NULL;
 }
 
+/* What each recipe adds to the default packages (suanlid's recipes). */
+static const struct {
+    const char *name;
+    const char *extra; /* comma-separated, "" for none */
+} recipes[] = {
+    { "base", "" },
+    { "jupyter", "jupyter-notebook" },
+};
+
 int image_build_default(const char *data_dir, const char *name, const char *suite,
                         struct sl_error *err)
 {
+    return image_build_recipe(data_dir, name, "base", suite, err);
+}
+
+int image_build_recipe(const char *data_dir, const char *name, const char *recipe,
+                       const char *suite, struct sl_error *err)
+{
+    const char *extra = NULL;
+    for (size_t i = 0; i < ARRAY_SIZE(recipes); i++)
+        if (strcmp(recipes[i].name, recipe) == 0)
+            extra = recipes[i].extra;
+    if (!extra)
+        return sl_fail(err, SL_E_INVALID, "unknown_recipe",
+                       "image recipe '%s' is unknown to this node (base, jupyter)", recipe);
     if (!image_name_valid(name))
         return sl_fail(err, SL_E_INVALID, "invalid_image_name", "image name '%s' is not valid",
                        name);
@@ -346,6 +368,8 @@ int image_build_default(const char *data_dir, const char *name, const char *suit
     sl_buf_adds(&include, "--include=");
     for (size_t i = 0; image_default_packages[i]; i++)
         sl_buf_addf(&include, "%s%s", i ? "," : "", image_default_packages[i]);
+    if (*extra)
+        sl_buf_addf(&include, ",%s", extra);
 
     cleanup_free char *dir = xasprintf("%s/build", data_dir);
     cleanup_free char *tar = xasprintf("%s/%s.%d.tar", dir, name, (int)getpid());

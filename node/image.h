@@ -11,6 +11,7 @@
 #ifndef SL_NODE_IMAGE_H
 #define SL_NODE_IMAGE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -74,5 +75,11 @@ extern const char *const image_default_packages[];
  * as `name`. Takes minutes; needs the network the host's apt uses. */
 int image_build_default(const char *data_dir, const char *name, const char *suite,
                         struct sl_error *err);
+
+/* image_build_default() plus what recipe adds: "base" (nothing) or
+ * "jupyter" (Debian's jupyter-notebook, started by the instance's init on
+ * its service port: boot.h). An unknown recipe is SL_E_INVALID. */
+int image_build_recipe(const char *data_dir, const char *name, const char *recipe,
+                       const char *suite, struct sl_error *err);
 
 #endif

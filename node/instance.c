@@ -120,7 +120,9 @@ static int start_steps(const struct node_host *host, const struct instance_spec 
         return -1;
     struct boot_params bp = { .id = id,
                               .root_password = spec->root_password,
-                              .authorized_keys = spec->authorized_keys };
+                              .authorized_keys = spec->authorized_keys,
+                              .jupyter_port = spec->jupyter_port,
+                              .jupyter_token = spec->jupyter_token };
     if (boot_write(boot, &bp, err) < 0)
         return -1;
     /* a container that died without a stop (a crash, a reboot) left its

@@ -43,6 +43,8 @@ struct instance_spec {
     int64_t pids_max;            /* 0: no limit */
     const unsigned *gpus;
     size_t n_gpus;
+    unsigned jupyter_port; /* 0: none; see boot.h */
+    const char *jupyter_token;
 };
 
 /* DATA/instances/<id>; the caller frees it. */

@@ -220,8 +220,8 @@ static int chain_del(const struct net_config *cfg, const char *id, const char *n
     }
     if (prev && access(netns, F_OK) != 0)
         masq_teardown(id, prev);
-    if (rc == 0)
-        unlink(cache);
+    if (rc == 0) /* with what an agent killed while caching left */
+        fs_unlink_with_temps(cache);
     return rc;
 }
 
@@ -349,4 +349,23 @@ int net_detach(const struct net_config *cfg, const char *id, unsigned host_port,
                struct sl_error *err)
 {
     return detach(cfg, id, host_port, NULL, err);
+}
+
+bool net_address(const struct net_config *cfg, const char *id, char *ip, size_t size)
+{
+    cleanup_free char *netns = net_netns_path(id);
+    cleanup_free char *cache = result_path(cfg, id);
+    json_error_t jerr;
+    struct net_attachment a = { 0 };
+
+    if (access(netns, F_OK) != 0)
+        return false;
+    cleanup_json json_t *result = json_load_file(cache, 0, &jerr);
+    if (!result)
+        return false;
+    first_ip(result, &a);
+    if (!a.ip[0] || strlen(a.ip) >= size)
+        return false;
+    snprintf(ip, size, "%s", a.ip);
+    return true;
 }

@@ -12,6 +12,7 @@
 
 #include <limits.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "../lib/error.h"
 
@@ -50,5 +51,10 @@ bool net_attached(const struct net_config *cfg, const char *id);
  * to call on a half-attached or already detached instance. */
 int net_detach(const struct net_config *cfg, const char *id, unsigned host_port,
                struct sl_error *err);
+
+/* The address of an attached instance (its namespace exists) from the
+ * cached ADD result, into ip (size bytes); false when there is none. Reads
+ * one small file: cheap enough for every pass of the agent. */
+bool net_address(const struct net_config *cfg, const char *id, char *ip, size_t size);
 
 #endif

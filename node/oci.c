@@ -1,4 +1,5 @@
 #include "oci.h"
+#include "boot.h"
 #include "fsutil.h"
 #include "gpu-devices.h"
 #include "seccomp.h"
@@ -86,6 +87,10 @@ static json_t *mounts(const struct oci_params *p)
         m, mount_entry(OCI_BOOT_MOUNT, "bind", p->boot_dir, "rbind,ro,nosuid,nodev"));
     json_array_append_new(m, mount_entry("/etc/hosts", "bind", hosts, "rbind,nosuid,nodev"));
     json_array_append_new(m, mount_entry("/etc/resolv.conf", "bind", resolv, "rbind,nosuid,nodev"));
+    /* `shutdown` stops the instance from inside (boot.h, node/metadata.h) */
+    cleanup_free char *shutdown = xasprintf("%s/shutdown", p->boot_dir);
+    json_array_append_new(
+        m, mount_entry(BOOT_SHUTDOWN_MOUNT, "bind", shutdown, "rbind,ro,nosuid,nodev"));
     if (p->data_dir)
         json_array_append_new(
             m, mount_entry(OCI_DATA_MOUNT, "bind", p->data_dir, "rbind,nosuid,nodev"));

@@ -35,6 +35,14 @@ for chain in SUANLI-FORWARD SUANLI-INPUT; do
         drop_chain filter "$chain"
     fi
 done
+# the metadata endpoint's DNAT (node/firewall.h): likewise
+if ! ip link show "$bridge" >/dev/null 2>&1; then
+    iptables -w -t nat -S SUANLI-METADATA 2>/dev/null | grep -- "-i $bridge " |
+        sed 's/^-A /-D /' | while read -r rule; do eval iptables -w -t nat "$rule"; done
+fi
+if iptables -w -t nat -S SUANLI-METADATA >/dev/null 2>&1 && only_fixed nat SUANLI-METADATA "^$"; then
+    drop_chain nat SUANLI-METADATA
+fi
 if iptables -S CNI-FORWARD >/dev/null 2>&1 && only_fixed filter CNI-FORWARD "-j CNI-ADMIN" &&
     only_fixed filter CNI-ADMIN "^$"; then
     drop_chain filter CNI-FORWARD

@@ -2,14 +2,14 @@
 # Installs the Debian packages a purpose needs, only those missing.
 #   scripts/deps.sh build   compilers and libraries
 #   scripts/deps.sh test    build + test tools (pytest, clang for libFuzzer, ...)
-#   scripts/deps.sh run     build + what a node needs (runc, CNI plugins, mmdebstrap, ...)
+#   scripts/deps.sh run     build + what a node needs (runc, CNI plugins, mmdebstrap, nginx, ...)
 #   scripts/deps.sh bench   build + wrk, jq (bench/settle.sh also uses sqlite3)
 set -eu
 purpose=${1:-build}
 build="build-essential pkg-config libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev
 libsqlite3-dev libsodium-dev libyaml-dev libarchive-dev sqlite3 curl ca-certificates"
 node="runc containernetworking-plugins mmdebstrap iptables e2fsprogs iproute2 util-linux
-openssh-client rsync"
+openssh-client rsync nginx"
 test="$build $node python3 python3-pytest python3-yaml clang libclang-rt-14-dev clang-format
 jq procps"
 run="$build $node jq"

@@ -71,6 +71,11 @@ else
         api POST /v1/admin/images '{"name":"debian-12"}' >/dev/null &&
             echo "run: the node builds image debian-12 with mmdebstrap (about a minute)"
     fi
+    if [ -n "$admin" ] && ! api GET /v1/images | jq -e '.items[] | select(.name=="jupyter")' \
+        >/dev/null; then
+        api POST /v1/admin/images '{"name":"jupyter","recipe":"jupyter"}' >/dev/null &&
+            echo "run: then image jupyter (debian-12 plus Jupyter Notebook, a few minutes)"
+    fi
 fi
 
 cat <<MSG
@@ -81,6 +86,7 @@ In another terminal:
     suanli login --email admin@localhost     # password: $data/admin-password
     suanli market; suanli image ls; suanli admin node ls
     suanli create --gpu-model "RTX 4090"     # once the image is ready
+    suanli show ID                           # links of its service ports (6006, 6008: nginx on :8080)
 Ctrl-C stops the daemons; instances keep running.
 MSG
 wait "$suanlid"

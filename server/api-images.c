@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char *const recipes[] = { "base", NULL };
+static const char *const recipes[] = { "base", "jupyter", NULL };
 
 static json_t *image_json(struct db_rows *rows, void *ctx)
 {
@@ -90,7 +90,7 @@ int api_admin_images_create(struct api_request *req, struct api_response *res, s
     if (!known)
         return sl_fail(err, SL_E_INVALID, "invalid_field",
                        "recipe '%s' is unknown: 'base' is Debian 12 with SSH, Python and the "
-                       "usual tools",
+                       "usual tools; 'jupyter' is base plus Jupyter Notebook",
                        recipe);
     if (store_exec(req->srv->store,
                    "INSERT INTO images (name, kind, recipe, region_id, description, created_by,"

@@ -1,9 +1,11 @@
 /* Instances through the API: create, list, show, events and the verbs. */
 #include "instances.h"
 #include "routes.h"
+#include "stops.h"
 
 #include "../lib/cleanup.h"
 #include "../lib/timefmt.h"
+#include "../lib/when.h"
 
 #include <string.h>
 
@@ -159,6 +161,16 @@ static int restart_verb(struct server *srv, const char *id, const char *unused,
     return instance_restart(srv, id, err);
 }
 
+/* arg: the time to stop at (an int64_t), or NULL to cancel. */
+static int schedule_verb(struct server *srv, const char *id, const char *arg, struct sl_error *err)
+{
+    int64_t at = 0;
+
+    if (arg)
+        memcpy(&at, arg, sizeof(at));
+    return stops_schedule(srv, id, at, err);
+}
+
 static int no_fields(struct api_request *req, struct sl_error *err)
 {
     return api_body_fields(req, NULL, 0, err);
@@ -180,9 +192,32 @@ int api_instances_start(struct api_request *req, struct api_response *res, struc
     return do_verb(req, res, err, instance_start, mode);
 }
 
+/* Without a body: stop now. With {at | in_seconds}: schedule the stop;
+ * with {cancel: true}: cancel the scheduled one (server/stops.c). */
 int api_instances_stop(struct api_request *req, struct api_response *res, struct sl_error *err)
 {
-    return no_fields(req, err) < 0 ? -1 : do_verb(req, res, err, instance_stop, "user");
+    const char *at_text = NULL;
+    int64_t in_seconds = -1, at = 0;
+    bool cancel = false;
+    const struct sl_json_field fields[] = {
+        { "at", SL_JSON_STRING, .max_len = 64, .out = &at_text },
+        { "in_seconds", SL_JSON_INT, .min = 1, .max = INT64_MAX / 2, .out = &in_seconds },
+        { "cancel", SL_JSON_BOOL, .out = &cancel },
+    };
+
+    if (api_body_fields(req, fields, ARRAY_SIZE(fields), err) < 0)
+        return -1;
+    int given = (at_text != NULL) + (in_seconds >= 0) + cancel;
+    if (given == 0)
+        return do_verb(req, res, err, instance_stop, "user");
+    if (given > 1)
+        return sl_fail(err, SL_E_INVALID, "invalid_field",
+                       "give one of at (an RFC 3339 time), in_seconds or cancel, not several");
+    if (at_text && sl_rfc3339_parse(at_text, &at, err) < 0)
+        return -1;
+    if (in_seconds >= 0)
+        at = sl_time_now() + in_seconds;
+    return do_verb(req, res, err, schedule_verb, cancel ? NULL : (const char *)&at);
 }
 
 int api_instances_restart(struct api_request *req, struct api_response *res, struct sl_error *err)

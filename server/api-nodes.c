@@ -3,6 +3,7 @@
 #include "instances.h"
 #include "nodes.h"
 #include "routes.h"
+#include "stops.h"
 
 #include "../lib/cleanup.h"
 #include "../lib/crypto.h"
@@ -143,12 +144,13 @@ int api_nodes_enroll(struct api_request *req, struct api_response *res, struct s
 
 int api_nodes_heartbeat(struct api_request *req, struct api_response *res, struct sl_error *err)
 {
-    json_t *inventory = NULL, *instances = NULL;
+    json_t *inventory = NULL, *instances = NULL, *activity = NULL;
     int64_t revision = 0;
     const struct sl_json_field fields[] = {
         { "inventory", SL_JSON_OBJECT, .required = true, .out = &inventory },
         { "revision", SL_JSON_INT, .min = 0, .max = INT64_MAX, .out = &revision },
         { "instances", SL_JSON_ARRAY, .max_len = 4096, .out = &instances },
+        { "activity", SL_JSON_ARRAY, .max_len = 4096, .out = &activity },
         { "images", SL_JSON_ARRAY, .max_len = 1024 },
     };
     int64_t desired;
@@ -159,6 +161,9 @@ int api_nodes_heartbeat(struct api_request *req, struct api_response *res, struc
         nodes_heartbeat(req->srv, req->params[0], inventory, err) < 0)
         return -1;
     if (instances && instances_apply_report(req->srv, req->params[0], instances, err) < 0)
+        return -1;
+    /* after the states: an instance that just reached running starts idle */
+    if (activity && stops_apply_activity(req->srv, req->params[0], activity, err) < 0)
         return -1;
     /* how far the node has caught up, for operators */
     if (store_exec(req->srv->store, "UPDATE nodes SET reported_revision = ?2 WHERE id = ?1",

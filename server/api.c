@@ -186,7 +186,11 @@ static const struct api_route *find_route(struct api_request *req, bool *path_kn
             continue;
         *path_known = true;
         if (strcmp(r->method, req->method) == 0) {
-            match(r->pattern, req->path, req, true);
+            /* parameters longer than param_buf name nothing that exists */
+            if (!match(r->pattern, req->path, req, true)) {
+                *path_known = false;
+                return NULL;
+            }
             return r;
         }
     }

@@ -12,6 +12,8 @@
 #include "billing.h"
 #include "catalog.h"
 #include "ledger.h"
+#include "ports.h"
+#include "stops.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -303,6 +305,7 @@ int sched_place(struct server *srv, const struct instance_request *rq, char *id,
                    err) < 0 ||
         instance_event(st, id, "create", "creating", "user", NULL, err) < 0 ||
         billing_open_storage(srv, id, err) < 0 ||
+        ports_create_defaults(srv, id, rq->image, err) < 0 ||
         (prepaid && billing_plan_set(srv, id, plan, rq->auto_renew, err) < 0) ||
         bump_node(st, node_id, err) < 0)
         return -1;
@@ -404,7 +407,10 @@ int instance_stop(struct server *srv, const char *id, const char *reason, struct
                        id, r.state);
     /* billing stops when the stop is asked for, not when it is done */
     if (set_state(st, id, "stopping", "stopped", NULL, err) < 0 ||
-        store_exec(st, "UPDATE instances SET stopped_at = ?2, release_warnings = 0 WHERE id = ?1",
+        /* a stop ends any scheduled stop and idle period (server/stops.c) */
+        store_exec(st,
+                   "UPDATE instances SET stopped_at = ?2, release_warnings = 0, stop_at = NULL,"
+                   " idle_since = NULL, idle_warned = 0 WHERE id = ?1",
                    DB_ARGS(DB_TEXT(id), DB_INT(sl_time_now())), err) < 0 ||
         billing_close(srv, id, false, err) < 0 ||
         instance_event(st, id, "stop", "stopping", reason, NULL, err) < 0)
@@ -577,7 +583,12 @@ json_t *instance_json(struct server *srv, const char *id, const char *user_id, s
         api_time(db_int(rows, 20)), "updated_at", api_time(db_int(rows, 21)));
     if (!j)
         return NULL;
-    return billing_json(srv, j, rows, err);
+    j = billing_json(srv, j, rows, err);
+    if (j && ports_instance_json(srv, j, err) < 0) {
+        json_decref(j);
+        return NULL;
+    }
+    return j ? stops_json(srv, j, err) : NULL;
 }
 
 static json_t *authorized_keys(struct store *st, const char *user_id, struct sl_error *err)
@@ -640,7 +651,7 @@ json_t *instances_desired(struct server *srv, const char *node_id, struct sl_err
                 (json_int_t)db_int(rows, 8), "ssh_port", (json_int_t)db_int(rows, 9),
                 "root_password", db_text(rows, 10), "authorized_keys", keys));
     }
-    if (rc < 0)
+    if (rc < 0 || ports_desired(srv, items, err) < 0)
         return NULL;
     cleanup_rows struct db_rows *images = store_query(
         st,

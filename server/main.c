@@ -5,7 +5,9 @@
 #include "catalog.h"
 #include "http.h"
 #include "idempotency.h"
+#include "ports.h"
 #include "server.h"
+#include "stops.h"
 
 #include "../lib/cleanup.h"
 #include "../lib/crypto.h"
@@ -44,52 +46,77 @@ static pthread_cond_t stop_cond = PTHREAD_COND_INITIALIZER;
 static bool stopping;
 
 /* Housekeeping: expired idempotency keys, sessions and login failures. */
-static void *maintenance(void *arg)
+static void maintenance(struct server *srv)
 {
-    struct server *srv = arg;
+    struct sl_error err = SL_ERROR_INIT;
+    int64_t now = sl_time_now();
 
-    pthread_mutex_lock(&stop_lock);
-    while (!stopping) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += 60;
-        pthread_cond_timedwait(&stop_cond, &stop_lock, &until);
-        if (stopping)
-            break;
-        pthread_mutex_unlock(&stop_lock);
-        struct sl_error err = SL_ERROR_INIT;
-        int64_t now = sl_time_now();
-        if (idempotency_expire(srv, &err) < 0 ||
-            store_exec(srv->store,
-                       "DELETE FROM tokens WHERE expires_at IS NOT NULL AND expires_at < ?1",
-                       DB_ARGS(DB_INT(now)), &err) < 0 ||
-            store_exec(srv->store, "DELETE FROM login_failures WHERE at < ?1",
-                       DB_ARGS(DB_INT(now - srv->cfg.login_failure_window)), &err) < 0)
-            log_warn("maintenance: %s", err.message);
-        pthread_mutex_lock(&stop_lock);
-    }
-    pthread_mutex_unlock(&stop_lock);
-    return NULL;
+    if (idempotency_expire(srv, &err) < 0 ||
+        store_exec(srv->store,
+                   "DELETE FROM tokens WHERE expires_at IS NOT NULL AND expires_at < ?1",
+                   DB_ARGS(DB_INT(now)), &err) < 0 ||
+        store_exec(srv->store, "DELETE FROM login_failures WHERE at < ?1",
+                   DB_ARGS(DB_INT(now - srv->cfg.login_failure_window)), &err) < 0)
+        log_warn("maintenance: %s", err.message);
 }
 
-/* The billing loop (billing.h): settles every billing.settle_interval and
- * applies the money rules. A failed pass is logged and retried at the next
- * tick; each settlement is its own atomic step, so nothing is half done. */
-static void *billing_loop(void *arg)
+/* The billing loop (billing.h): settles and applies the money rules. A
+ * failed pass is logged and retried at the next tick; each settlement is its
+ * own atomic step, so nothing is half done. */
+static void billing(struct server *srv)
 {
-    struct server *srv = arg;
+    struct sl_error err = SL_ERROR_INIT;
+    struct billing_stats stats;
+
+    if (billing_run(srv, &stats, &err) < 0)
+        log_warn("billing: %s", err.message);
+    else if (stats.stopped || stats.released || stats.renewed || stats.expired || stats.warnings)
+        log_info("billing: %" PRId64 " meters, %" PRId64 " settlements, %" PRId64
+                 " stopped, %" PRId64 " released, %" PRId64 " plans renewed, %" PRId64
+                 " ended, %" PRId64 " warnings in %" PRId64 " ms",
+                 stats.meters, stats.settlements, stats.stopped, stats.released, stats.renewed,
+                 stats.expired, stats.warnings, stats.elapsed_us / 1000);
+}
+
+/* Scheduled and idle stops (stops.h): independent of the billing loop, so a
+ * stop comes within seconds of its time whatever the settlement interval. */
+static void stops(struct server *srv)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    struct stops_stats stats;
+
+    if (stops_run(srv, &stats, &err) < 0)
+        log_warn("stops: %s", err.message);
+    else if (stats.scheduled || stats.idle || stats.warnings)
+        log_info("stops: %" PRId64 " scheduled, %" PRId64 " idle stopped, %" PRId64
+                 " idle warnings",
+                 stats.scheduled, stats.idle, stats.warnings);
+}
+
+/* A background job: run every *interval seconds (on a steady beat: a slow
+ * run shortens the next wait) until suanlid stops. */
+struct periodic {
+    void (*run)(struct server *srv);
+    const int64_t *interval;
+    struct server *srv;
+    pthread_t thread;
+};
+
+static void *periodic_loop(void *arg)
+{
+    struct periodic *p = arg;
     int64_t next = sl_time_mono_ms();
 
     pthread_mutex_lock(&stop_lock);
     while (!stopping) {
-        next += srv->cfg.settle_interval * 1000;
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
+        next += *p->interval * 1000;
         int64_t wait_ms = next - sl_time_mono_ms();
         if (wait_ms < 0) {
             wait_ms = 0;
             next = sl_time_mono_ms();
         }
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
         until.tv_sec += wait_ms / 1000;
         until.tv_nsec += (wait_ms % 1000) * 1000000;
         if (until.tv_nsec >= 1000000000) {
@@ -101,17 +128,7 @@ static void *billing_loop(void *arg)
         if (stopping)
             break;
         pthread_mutex_unlock(&stop_lock);
-        struct sl_error err = SL_ERROR_INIT;
-        struct billing_stats stats;
-        if (billing_run(srv, &stats, &err) < 0)
-            log_warn("billing: %s", err.message);
-        else if (stats.stopped || stats.released || stats.renewed || stats.expired ||
-                 stats.warnings)
-            log_info("billing: %" PRId64 " meters, %" PRId64 " settlements, %" PRId64
-                     " stopped, %" PRId64 " released, %" PRId64 " plans renewed, %" PRId64
-                     " ended, %" PRId64 " warnings in %" PRId64 " ms",
-                     stats.meters, stats.settlements, stats.stopped, stats.released, stats.renewed,
-                     stats.expired, stats.warnings, stats.elapsed_us / 1000);
+        p->run(p->srv);
         pthread_mutex_lock(&stop_lock);
     }
     pthread_mutex_unlock(&stop_lock);
@@ -221,6 +238,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "suanlid: option 'auth.id_number_format' must be cn or any\n");
         return 1;
     }
+    if (ports_check_config(&srv.cfg, &err) < 0)
+        die("configuration", &err);
     if (strlen(srv.cfg.currency) != 3) {
         fprintf(stderr, "suanlid: option 'currency' must be a 3-letter ISO 4217 code\n");
         return 1;
@@ -261,9 +280,14 @@ int main(int argc, char **argv)
     struct http_server *http = http_start(&srv, srv.cfg.listen, &err);
     if (!http)
         die("http", &err);
-    pthread_t maint, billing;
-    pthread_create(&maint, NULL, maintenance, &srv);
-    pthread_create(&billing, NULL, billing_loop, &srv);
+    static const int64_t minute = 60;
+    struct periodic jobs[] = {
+        { maintenance, &minute, &srv, 0 },
+        { billing, &srv.cfg.settle_interval, &srv, 0 },
+        { stops, &srv.cfg.stop_check_interval, &srv, 0 },
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(jobs); i++)
+        pthread_create(&jobs[i].thread, NULL, periodic_loop, &jobs[i]);
     log_info("suanlid %s listening on http://%s (store %s)", SUANLI_VERSION, srv.cfg.listen,
              store_backend(srv.store));
 
@@ -275,8 +299,8 @@ int main(int argc, char **argv)
     stopping = true;
     pthread_cond_broadcast(&stop_cond);
     pthread_mutex_unlock(&stop_lock);
-    pthread_join(maint, NULL);
-    pthread_join(billing, NULL);
+    for (size_t i = 0; i < ARRAY_SIZE(jobs); i++)
+        pthread_join(jobs[i].thread, NULL);
     store_close(srv.store);
     sl_config_release(server_options, server_options_count, &srv.cfg);
     return 0;

@@ -17,6 +17,8 @@ const struct api_route api_routes[] = {
     R("DELETE", "/v1/sessions/current", api_logout, 0),
     R("GET", "/v1/me", api_me, 0),
     R("GET", "/v1/me/verification", api_verification_get, 0),
+    R("GET", "/v1/me/idle-stop", api_me_idle_stop_get, 0),
+    R("POST", "/v1/me/idle-stop", api_me_idle_stop_set, 0),
     R("POST", "/v1/me/verification", api_verification_submit, 0),
 
     R("GET", "/v1/tokens", api_tokens_list, 0),
@@ -49,6 +51,11 @@ const struct api_route api_routes[] = {
     R("POST", "/v1/instances/{id}/release", api_instances_release, 0),
     R("GET", "/v1/instances/{id}/meters", api_instances_meters, 0),
     R("POST", "/v1/instances/{id}/plan", api_instances_plan, 0),
+    R("POST", "/v1/instances/{id}/idle-stop", api_instances_idle_stop, 0),
+    R("GET", "/v1/instances/{id}/ports", api_instances_ports_list, 0),
+    R("POST", "/v1/instances/{id}/ports", api_instances_ports_set, 0),
+    R("DELETE", "/v1/instances/{id}/ports/{port}", api_instances_ports_delete, 0),
+    R("GET", "/v1/proxy/auth", api_proxy_auth, API_PUBLIC | API_QUIET),
 
     R("GET", "/v1/admin/users", api_admin_users, API_ADMIN),
     R("POST", "/v1/admin/users/{id}/credit", api_admin_credit, API_ADMIN),
@@ -77,6 +84,9 @@ const struct api_route api_routes[] = {
     R("POST", "/v1/nodes/enroll", api_nodes_enroll, API_PUBLIC | API_NO_IDEMPOTENCY),
     R("POST", "/v1/nodes/{id}/heartbeat", api_nodes_heartbeat, API_NODE | API_NO_IDEMPOTENCY),
     R("GET", "/v1/nodes/{id}/desired", api_nodes_desired, API_NODE | API_QUIET),
+    R("GET", "/v1/nodes/{id}/instances/{instance}/metadata", api_nodes_instance_metadata, API_NODE),
+    R("POST", "/v1/nodes/{id}/instances/{instance}/stop", api_nodes_instance_stop,
+      API_NODE | API_NO_IDEMPOTENCY),
     R("GET", "/v1/nodes/{id}/uploads/{sha256}", api_nodes_upload_get, API_NODE),
 };
 

@@ -70,6 +70,17 @@ HANDLER(api_instances_start);
 HANDLER(api_instances_stop);
 HANDLER(api_instances_restart);
 HANDLER(api_instances_release);
+/* api-ports.c */
+HANDLER(api_instances_ports_list);
+HANDLER(api_instances_ports_set);
+HANDLER(api_instances_ports_delete);
+HANDLER(api_proxy_auth);
+/* api-inside.c */
+HANDLER(api_nodes_instance_metadata);
+HANDLER(api_nodes_instance_stop);
+HANDLER(api_instances_idle_stop);
+HANDLER(api_me_idle_stop_get);
+HANDLER(api_me_idle_stop_set);
 /* api-images.c */
 HANDLER(api_images_list);
 HANDLER(api_admin_images_create);

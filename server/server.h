@@ -44,6 +44,14 @@ struct server_config {
     int64_t settle_interval;
     int64_t release_after;
     int64_t plan_percent[3]; /* day, week, month: % of the hourly price paid */
+    int64_t stop_check_interval;
+    int64_t idle_stop_min, idle_stop_max;
+    int64_t stop_schedule_max;
+    char *services_ports; /* "6006,6008": published on every instance */
+    int64_t services_max_ports;
+    char *services_domain;
+    int64_t services_proxy_port;
+    int64_t services_jupyter_port;
 };
 
 extern const struct sl_option server_options[];

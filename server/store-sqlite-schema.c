@@ -298,5 +298,30 @@ const char *const sqlite_migrations[] = {
     "INSERT INTO accounts (id, user_id, balance_micros, created_at)"
     "  VALUES ('system:revenue', NULL, 0, CAST(strftime('%s', 'now') AS INTEGER))"
     "  ON CONFLICT (id) DO NOTHING;",
+
+    /* 4: service ports (DESIGN.md section 5) */
+    "CREATE TABLE instance_ports ("
+    "  instance_id TEXT NOT NULL,"
+    "  port INTEGER NOT NULL CHECK (port BETWEEN 1 AND 65535),"
+    "  public INTEGER NOT NULL DEFAULT 0,"
+    "  created_at INTEGER NOT NULL,"
+    /* the access link's secret (?suanli_token=), per instance and port */
+    "  token TEXT NOT NULL DEFAULT '',"
+    /* '' or 'jupyter': what the node starts on the port, with app_token */
+    "  app TEXT NOT NULL DEFAULT '',"
+    "  app_token TEXT NOT NULL DEFAULT '',"
+    "  PRIMARY KEY (instance_id, port));"
+    /* when a request last passed the node's proxy (written at most every 10 s) */
+    "ALTER TABLE instances ADD COLUMN last_http_at INTEGER;",
+
+    /* 5: stop from inside, scheduled stop, idle stop (DESIGN.md section 5) */
+    "ALTER TABLE instances ADD COLUMN stop_at INTEGER;"
+    /* idle stop: NULL follows the owner's default, 0 is off, else seconds */
+    "ALTER TABLE instances ADD COLUMN idle_stop_after INTEGER;"
+    /* the start of the current idle period as the node's reports show it */
+    "ALTER TABLE instances ADD COLUMN idle_since INTEGER;"
+    "ALTER TABLE instances ADD COLUMN idle_warned INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE users ADD COLUMN idle_stop_default INTEGER NOT NULL DEFAULT 0;"
+    "CREATE INDEX instances_stop_at ON instances (stop_at) WHERE stop_at IS NOT NULL;",
     0,
 };

@@ -225,12 +225,15 @@ IMAGE = "debian-12"
 class Node:
     """One suanli-node process enrolled with a server."""
 
-    def __init__(self, server, data_dir, join_token, gpus="8:RTX 4090", extra=None):
+    def __init__(self, server, data_dir, join_token, gpus="8:RTX 4090", extra=None,
+                 proxy_port=None):
         self.server = server
         self.data_dir = data_dir
         self.join_token = join_token
         self.gpus = gpus
         self.extra = list(extra or [])
+        # the service ports' nginx: a private port, not the default 8080
+        self.proxy_port = proxy_port or free_port()
         self.proc = None
         self.log_path = os.path.join(data_dir, "agent.log")
         self.node_id = None
@@ -245,6 +248,7 @@ class Node:
                 *(["--simulate-gpus", self.gpus] if self.gpus else []),
                 "--address", "127.0.0.1", "--set", f"network.bridge={TEST_BRIDGE}",
                 "--set", f"network.subnet={TEST_SUBNET}", "--set", "stop_grace_ms=3000",
+                "--set", f"proxy.listen=127.0.0.1:{self.proxy_port}",
                 *self.extra]
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT,
@@ -320,6 +324,7 @@ def cleanup_host(data_dir, bridge=TEST_BRIDGE, prefix=None):
     """Safety net after a test session: whatever a failed test left running.
     bridge, prefix: a node's own bridge and address prefix (see
     cleanup_test_rules), when not the tests' shared ones."""
+    stop_proxy(data_dir)
     runc_root = os.path.join(data_dir, "runc")
     if os.path.isdir(runc_root):
         out = subprocess.run(["runc", "--root", runc_root, "list", "-q"],
@@ -342,6 +347,19 @@ def cleanup_host(data_dir, bridge=TEST_BRIDGE, prefix=None):
     cleanup_test_rules(prefix)
     subprocess.run([os.path.join(ROOT, "scripts", "cleanup-host-net.sh"), bridge],
                    capture_output=True)
+
+
+def stop_proxy(data_dir):
+    """Stops the node's nginx (service ports) that a killed agent left."""
+    try:
+        with open(os.path.join(data_dir, "proxy", "nginx.pid")) as f:
+            pid = int(f.read().strip())
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if os.path.join(data_dir, "proxy").encode() not in f.read():
+                return
+        os.kill(pid, signal.SIGTERM)
+    except (OSError, ValueError):
+        pass
 
 
 def cleanup_test_rules(prefix=None):
@@ -456,14 +474,16 @@ def random_id_number():
 @pytest.fixture(scope="session")
 def cluster():
     d = tempfile.mkdtemp(prefix="suanli-cluster-", dir="/var/tmp")
+    proxy_port = free_port()
     server = Server(os.path.join(d, "suanlid"), {"nodes.ssh_port_min": TEST_PORTS[0],
-                                                 "nodes.ssh_port_max": TEST_PORTS[1]})
+                                                 "nodes.ssh_port_max": TEST_PORTS[1],
+                                                 "services.proxy_port": proxy_port})
     os.makedirs(server.data_dir)
     server.start()
     r = server.request("POST", "/v1/admin/join-tokens", {"region": "sample-1"},
                        token=server.admin_token)
     assert r.status == 201, r
-    node = Node(server, os.path.join(d, "node"), r.json["token"])
+    node = Node(server, os.path.join(d, "node"), r.json["token"], proxy_port=proxy_port)
     try:
         node.start()
         r = server.request("POST", "/v1/admin/images", {"name": IMAGE, "recipe": "base"},

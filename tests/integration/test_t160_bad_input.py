@@ -39,6 +39,10 @@ TEMPLATES = {
                            "data_disk_gib": 50, "name": "t160", "region": "sample-1",
                            "plan": "day", "auto_renew": True},
     "POST /v1/instances/{id}/plan": {"plan": "day", "auto_renew": False},
+    "POST /v1/instances/{id}/ports": {"port": 6006, "public": True},
+    "POST /v1/instances/{id}/stop": {"in_seconds": 3600},
+    "POST /v1/instances/{id}/idle-stop": {"after_seconds": 1800},
+    "POST /v1/me/idle-stop": {"after_seconds": 1800},
     # takes no body, or {}
     "POST /v1/admin/billing/run": {},
 }
@@ -54,6 +58,9 @@ OPTIONAL = {
     "POST /v1/admin/prices": {"region", "free_gib"},
     "POST /v1/instances": {"gpus", "data_disk_gib", "name", "region", "plan", "auto_renew"},
     "POST /v1/instances/{id}/plan": {"auto_renew"},
+    "POST /v1/instances/{id}/ports": {"public"},
+    "POST /v1/instances/{id}/stop": {"in_seconds"},
+    "POST /v1/instances/{id}/idle-stop": {"after_seconds"},
 }
 
 
@@ -366,4 +373,23 @@ def test_hostile_path_ids(env, method, pattern):
         assert_refused(r, (method, path[:80]))
         r = s.request(method, path, body, token=env["renter"]["token"])
         assert_refused(r, (method, path[:80]))
+    healthy(s)
+
+
+def test_idle_and_stop_periods_out_of_range(env):
+    """Scheduled and idle stops (docs/design/access.md): the bounds are in
+    the message, so the renter knows what to send."""
+    s, renter = env["server"], env["renter"]
+    for after in (1, 9, 31 * 86400, 2**62):
+        r = s.request("POST", "/v1/me/idle-stop", {"after_seconds": after}, token=renter["token"])
+        assert r.status == 400 and "from 10s to 30d" in r.json["error"]["message"], r
+    r = s.request("POST", "/v1/me/idle-stop", {"after_seconds": 0}, token=renter["token"])
+    assert r.status == 200 and r.json["after_seconds"] is None, r
+    r = s.request("POST", "/v1/me/idle-stop", {"after_seconds": 1800}, token=renter["token"])
+    assert r.status == 200 and r.json["after_seconds"] == 1800, r
+    assert s.request("GET", "/v1/me/idle-stop", token=renter["token"]).json["after_seconds"] == 1800
+    for body in ({"at": "02:00"}, {"at": "2030-02-30T00:00:00Z"}, {"in_seconds": 0},
+                 {"in_seconds": 1, "at": "2030-01-01T00:00:00Z"}, {"cancel": False, "at": "x"}):
+        r = s.request("POST", "/v1/instances/i-nosuchthing/stop", body, token=renter["token"])
+        assert r.status == 400, (body, r)
     healthy(s)

@@ -20,6 +20,7 @@ PUBLIC = {
     ("POST", "/v1/sessions"),
     ("POST", "/v1/payments/webhook"),
     ("POST", "/v1/nodes/enroll"),
+    ("GET", "/v1/proxy/auth"),  # nginx asks it; it judges the original request's credentials
 }
 
 
@@ -244,3 +245,26 @@ def test_renter_admin_writes_have_no_effect(server, world):
         r = server.request(method, path, body, token=server.admin_token)
         assert 200 <= r.status < 300, (method, path, r)
         assert not unchanged(), (method, path, "admin write had no visible effect")
+
+
+def test_instance_metadata_routes_are_the_nodes_own(server, world):
+    """GET/POST /v1/nodes/{id}/instances/{instance}/...: only a node agent,
+    only about itself, only about an instance it holds (t340 has the
+    instance side: 169.254.169.254 answers each instance about itself)."""
+    admin = server.admin_token
+    r = server.request("POST", "/v1/admin/join-tokens", {"region": "sample-1"}, token=admin)
+    inv = {"cpu_cores": 2, "memory_mib": 1024,
+           "gpus": [{"index": 0, "uuid": "GPU-t170", "name": "NVIDIA GeForce RTX 4090",
+                     "vram_mib": 24564}]}
+    n = server.request("POST", "/v1/nodes/enroll", {"join_token": r.json["token"],
+                                                   "hostname": "t170", "address": "127.0.0.1",
+                                                   "inventory": inv}).json
+    me, tok = n["node_id"], n["node_token"]
+    for method, verb in (("GET", "metadata"), ("POST", "stop")):
+        body = {} if method == "POST" else None
+        path = f"/v1/nodes/{me}/instances/i-notonthisnode/{verb}"
+        assert server.request(method, path, body, token=tok).status == 404
+        assert server.request(method, path, body, token=world["b"]["token"]).status == 401
+        assert server.request(method, path, body, token=admin).status == 401
+        other = f"/v1/nodes/n-someoneelse/instances/i-notonthisnode/{verb}"
+        assert server.request(method, other, body, token=tok).status == 404

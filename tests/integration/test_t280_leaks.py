@@ -310,7 +310,10 @@ def leftovers(env, ids_ports):
     veths = sh("ip", "-o", "link", "show", "master", BRIDGE, check=False).stdout.splitlines()
     glob_left += [f"veth {v.split(':')[1].strip()}" for v in veths if v.strip()]
     rules = sh("iptables-save").stdout.splitlines()
-    glob_left += [f"rule {r}" for r in rules if r.startswith("-A ") and PREFIX in r]
+    # the node's own metadata rules (one DNAT and one exception per bridge,
+    # there while the agent runs) are no instance's
+    glob_left += [f"rule {r}" for r in rules if r.startswith("-A ") and PREFIX in r
+                  and "169.254.169.254" not in r]
     glob_left += [f"lease {ip} {c}" for ip, c in leases(data).items()]
     for sub in ("instances", "runc", "net/results"):
         p = os.path.join(data, sub)

@@ -149,6 +149,14 @@ TEST(unknown_route_and_wrong_method)
     CHECK_ERROR(&c, 404, "not_found");
     call_release(&c);
 
+    /* parameters too long to hold name nothing: 404, no handler runs with
+     * parameters missing */
+    char long_path[4200];
+    snprintf(long_path, sizeof(long_path), "/v1/nodes/%03000d/uploads/%0900d", 1, 2);
+    c = call_json(&srv, "GET", long_path, NULL, NULL);
+    CHECK_ERROR(&c, 404, "not_found");
+    call_release(&c);
+
     c = call_json(&srv, "DELETE", "/v1/me", NULL, NULL);
     CHECK_ERROR(&c, 405, "method_not_allowed");
     call_release(&c);

@@ -1,0 +1,191 @@
+/* port ls|add|rm|public|private: an instance's service ports, published by
+ * its node's nginx as http://INSTANCE-PORT.DOMAIN/ (docs/design/access.md). */
+#include "cli.h"
+
+#include "../lib/cleanup.h"
+#include "../lib/json.h"
+#include "../lib/xalloc.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const struct option none[] = { { 0 } };
+
+/* Both arguments, ID and PORT, with the port as a number. */
+static int id_and_port(struct cli *cli, int argc, char **argv, int64_t *port)
+{
+    int status;
+
+    if ((status = cli_positionals(cli, argc, argv, 2)) || (status = cli_need_token(cli)))
+        return status;
+    /* the server names the reserved and out-of-range ports */
+    if (cli_parse_int(cli, "PORT", argv[optind + 1], -1000000, 1000000, port) < 0)
+        return CLI_EXIT_USAGE;
+    return CLI_EXIT_OK;
+}
+
+static void print_port(json_t *p)
+{
+    printf("port %lld of %s: %s\n  %s\n", (long long)jint(p, "port"),
+           json_is_true(json_object_get(p, "public")) ? "is public" : "owner only",
+           json_is_true(json_object_get(p, "public")) ? "open to anyone" : "needs the access link",
+           json_is_true(json_object_get(p, "public")) ? jstr(p, "url") : jstr(p, "access_url"));
+}
+
+/* POST the port, with public set when public_flag >= 0. */
+static int set_port(struct cli *cli, int argc, char **argv, int public_flag, const char *done)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    int64_t port;
+    int status;
+
+    if (cli_getopt(cli, argc, argv, none) != -1)
+        return cli_usage_error(cli, "bad option");
+    if ((status = id_and_port(cli, argc, argv, &port)))
+        return status;
+    cleanup_free char *path = xasprintf("/v1/instances/%s/ports", argv[optind]);
+    cleanup_json json_t *body = json_pack("{s:I}", "port", (json_int_t)port);
+    if (public_flag >= 0)
+        json_object_set_new(body, "public", json_boolean(public_flag));
+    cleanup_json json_t *out = NULL;
+    if (client_request(&cli->client, "POST", path, body, NULL, &out, &err) < 0)
+        return cli_fail(&err);
+    if (cli->output == OUTPUT_JSON) {
+        output_json(stdout, out);
+        return CLI_EXIT_OK;
+    }
+    printf("%s ", done);
+    print_port(out);
+    return CLI_EXIT_OK;
+}
+
+static int run_port_add(struct cli *cli, int argc, char **argv)
+{
+    return set_port(cli, argc, argv, -1, "published");
+}
+
+static int run_port_public(struct cli *cli, int argc, char **argv)
+{
+    return set_port(cli, argc, argv, 1, "made public:");
+}
+
+static int run_port_private(struct cli *cli, int argc, char **argv)
+{
+    return set_port(cli, argc, argv, 0, "made private:");
+}
+
+static int run_port_rm(struct cli *cli, int argc, char **argv)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    int64_t port;
+    int status;
+
+    if (cli_getopt(cli, argc, argv, none) != -1)
+        return cli_usage_error(cli, "bad option");
+    if ((status = id_and_port(cli, argc, argv, &port)))
+        return status;
+    cleanup_free char *path =
+        xasprintf("/v1/instances/%s/ports/%lld", argv[optind], (long long)port);
+    cleanup_json json_t *out = NULL;
+    if (client_request(&cli->client, "DELETE", path, NULL, NULL, &out, &err) < 0)
+        return cli_fail(&err);
+    if (cli->output != OUTPUT_JSON)
+        printf("removed port %lld of %s\n", (long long)port, argv[optind]);
+    return CLI_EXIT_OK;
+}
+
+static int run_port_ls(struct cli *cli, int argc, char **argv)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    int status;
+
+    if (cli_getopt(cli, argc, argv, none) != -1)
+        return cli_usage_error(cli, "bad option");
+    if ((status = cli_positionals(cli, argc, argv, 1)) || (status = cli_need_token(cli)))
+        return status;
+    cleanup_free char *path = xasprintf("/v1/instances/%s/ports", argv[optind]);
+    cleanup_json json_t *list = NULL;
+    if (client_request(&cli->client, "GET", path, NULL, NULL, &list, &err) < 0)
+        return cli_fail(&err);
+    if (cli->output == OUTPUT_JSON) {
+        output_json(stdout, list);
+        return CLI_EXIT_OK;
+    }
+    static const char *const headers[] = { "PORT", "ACCESS", "APP", "LINK" };
+    struct table t;
+    size_t i;
+    json_t *p;
+    table_init(&t, ARRAY_SIZE(headers), headers);
+    json_array_foreach(json_object_get(list, "items"), i, p)
+    {
+        char port[16];
+        bool pub = json_is_true(json_object_get(p, "public"));
+        snprintf(port, sizeof(port), "%lld", (long long)jint(p, "port"));
+        const char *row[] = { port, pub ? "public" : "owner",
+                              *jstr(p, "app") ? jstr(p, "app") : "-",
+                              pub ? jstr(p, "url") : jstr(p, "access_url") };
+        table_add(&t, row);
+    }
+    table_print(&t, stdout);
+    table_release(&t);
+    json_t *jupyter = json_object_get(list, "jupyter");
+    if (json_is_object(jupyter))
+        printf("\nJupyter: %s\n", jstr(jupyter, "url"));
+    return CLI_EXIT_OK;
+}
+
+void cli_print_services(FILE *out, json_t *inst)
+{
+    size_t i;
+    json_t *p;
+    json_t *jupyter = json_object_get(inst, "jupyter");
+
+    if (json_array_size(json_object_get(inst, "services")) == 0)
+        return;
+    fprintf(out, "services (open the link in a browser; owner only unless public):\n");
+    json_array_foreach(json_object_get(inst, "services"), i, p)
+    {
+        bool pub = json_is_true(json_object_get(p, "public"));
+        fprintf(out, "  %-6lld %-7s %s\n", (long long)jint(p, "port"), pub ? "public" : "owner",
+                pub ? jstr(p, "url") : jstr(p, "access_url"));
+    }
+    if (json_is_object(jupyter))
+        fprintf(out, "jupyter: %s\n", jstr(jupyter, "url"));
+}
+
+const struct cli_command cmd_port_ls = {
+    .name = "port ls",
+    .aliases = { "port list", "ports" },
+    .usage = "ID",
+    .summary = "list an instance's service ports and their links",
+    .run = run_port_ls,
+};
+
+const struct cli_command cmd_port_add = {
+    .name = "port add",
+    .usage = "ID PORT",
+    .summary = "publish another port of an instance (up to the operator's limit)",
+    .run = run_port_add,
+};
+
+const struct cli_command cmd_port_rm = {
+    .name = "port rm",
+    .aliases = { "port remove" },
+    .usage = "ID PORT",
+    .summary = "stop publishing a port",
+    .run = run_port_rm,
+};
+
+const struct cli_command cmd_port_public = {
+    .name = "port public",
+    .usage = "ID PORT",
+    .summary = "let anyone open a port's link, no sign-in",
+    .run = run_port_public,
+};
+
+const struct cli_command cmd_port_private = {
+    .name = "port private",
+    .usage = "ID PORT",
+    .summary = "let only the owner (and holders of the access link) in again",
+    .run = run_port_private,
+};

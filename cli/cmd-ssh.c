@@ -1,0 +1,464 @@
+/* ssh, ssh-config, cp: reaching an instance over SSH (DESIGN.md section 5).
+ *
+ * All three use the same options: host keys are remembered per instance in
+ * ~/.config/suanli/known_hosts under HostKeyAlias=ID, so a port reused by a
+ * later instance is no "host key changed" alarm while a real change of an
+ * instance's key still is. ssh-config writes the same into ~/.ssh/config so
+ * that VS Code Remote-SSH, PyCharm, scp, sftp and rsync connect by name. */
+#include "cli.h"
+
+#include "../lib/buf.h"
+#include "../lib/cleanup.h"
+#include "../lib/json.h"
+#include "../lib/xalloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define BLOCK_BEGIN "# >>> suanli instances (suanli ssh-config --write) >>>"
+#define BLOCK_END   "# <<< suanli instances <<<"
+
+/* ~/.config/suanli/known_hosts, its directory made if missing. */
+static char *known_hosts_path(void)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    cleanup_free char *config = cli_config_path(&err);
+    char *slash = config ? strrchr(config, '/') : NULL;
+
+    if (!slash)
+        return NULL;
+    *slash = '\0';
+    for (char *p = config + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        mkdir(config, 0700);
+        *p = '/';
+    }
+    if (mkdir(config, 0700) < 0 && errno != EEXIST)
+        return NULL;
+    return xasprintf("%s/known_hosts", config);
+}
+
+/* True when the caller has at least one SSH key registered. */
+static bool has_ssh_key(struct cli *cli)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    cleanup_json json_t *page = NULL;
+
+    if (client_request(&cli->client, "GET", "/v1/ssh-keys?limit=1", NULL, NULL, &page, &err) < 0)
+        return true; /* unknown: say nothing rather than something wrong */
+    return json_array_size(json_object_get(page, "items")) > 0;
+}
+
+static bool state_is(json_t *inst, const char *state)
+{
+    const char *s = jstr(inst, "state");
+
+    return s && strcmp(s, state) == 0;
+}
+
+/* The instance, running and reachable; NULL after saying why not. */
+static json_t *reachable(struct cli *cli, const char *id, int *status)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    cleanup_free char *e = client_escape(id);
+    cleanup_free char *path = xasprintf("/v1/instances/%s", e);
+    cleanup_json json_t *inst = NULL;
+
+    if (client_request(&cli->client, "GET", path, NULL, NULL, &inst, &err) < 0) {
+        *status = cli_fail(&err);
+        return NULL;
+    }
+    json_t *ssh = json_object_get(inst, "ssh");
+    *status = CLI_EXIT_REFUSED;
+    if (state_is(inst, "released") || state_is(inst, "failed")) {
+        fprintf(stderr, "suanli: instance %s is %s: there is nothing to log in to\n", id,
+                jstr(inst, "state"));
+        return NULL;
+    }
+    if (!state_is(inst, "running")) {
+        fprintf(stderr, "suanli: instance %s is %s, not running: start it with suanli start %s\n",
+                id, jstr(inst, "state") ? jstr(inst, "state") : "in no known state", id);
+        return NULL;
+    }
+    if (!jstr(ssh, "host") || jint(ssh, "port") <= 0) {
+        fprintf(stderr, "suanli: instance %s has no SSH address yet\n", id);
+        return NULL;
+    }
+    *status = CLI_EXIT_OK;
+    return TAKE_PTR(inst);
+}
+
+/* The ssh options every command passes, as "-o K=V" pairs in args (at most
+ * 10 entries) plus -p and -i; returns how many were added. */
+struct ssh_opts {
+    char port[24];
+    char *alias, *known;
+};
+
+static void ssh_opts_init(struct ssh_opts *o, const char *id, json_t *inst)
+{
+    snprintf(o->port, sizeof(o->port), "%" PRId64, jint(json_object_get(inst, "ssh"), "port"));
+    o->alias = xasprintf("HostKeyAlias=%s", id);
+    cleanup_free char *known = known_hosts_path();
+    o->known = known ? xasprintf("UserKnownHostsFile=%s", known) : NULL;
+}
+
+static void ssh_opts_release(struct ssh_opts *o)
+{
+    free(o->alias);
+    free(o->known);
+}
+
+static int ssh_opts_args(const struct ssh_opts *o, const char *identity, const char **args)
+{
+    int n = 0;
+
+    args[n++] = "-p";
+    args[n++] = o->port;
+    args[n++] = "-o";
+    args[n++] = "StrictHostKeyChecking=accept-new";
+    args[n++] = "-o";
+    args[n++] = o->alias;
+    args[n++] = "-o";
+    args[n++] = "HashKnownHosts=no";
+    if (o->known) {
+        args[n++] = "-o";
+        args[n++] = o->known;
+    }
+    if (identity) {
+        args[n++] = "-i";
+        args[n++] = identity;
+    }
+    return n;
+}
+
+static int run_ssh(struct cli *cli, int argc, char **argv)
+{
+    static const struct option opts[] = { { "identity", required_argument, NULL, 'i' }, { 0 } };
+    const char *identity = NULL;
+    int status, c;
+
+    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
+        if (c != 'i')
+            return cli_usage_error(cli, "bad option");
+        identity = optarg;
+    }
+    if (argc - optind < 1)
+        return cli_usage_error(cli, "missing argument");
+    if ((status = cli_need_token(cli)))
+        return status;
+    const char *id = argv[optind];
+    cleanup_json json_t *inst = reachable(cli, id, &status);
+    if (!inst)
+        return status;
+    json_t *ssh = json_object_get(inst, "ssh");
+    if (!has_ssh_key(cli) && jstr(ssh, "password"))
+        fprintf(stderr,
+                "suanli: you have no SSH key registered; the root password is %s\n"
+                "        (add a key with suanli key add ~/.ssh/id_ed25519.pub)\n",
+                jstr(ssh, "password"));
+    struct ssh_opts o;
+    ssh_opts_init(&o, id, inst);
+    cleanup_free char *target =
+        xasprintf("%s@%s", jstr(ssh, "user") ? jstr(ssh, "user") : "root", jstr(ssh, "host"));
+    int extra = argc - optind - 1;
+    cleanup_free const char **args = xcalloc((size_t)extra + 20, sizeof(char *));
+    int n = 0;
+    args[n++] = "ssh";
+    n += ssh_opts_args(&o, identity, args + n);
+    args[n++] = target;
+    for (int i = 0; i < extra; i++)
+        args[n++] = argv[optind + 1 + i];
+    args[n] = NULL;
+    fflush(stdout);
+    execvp("ssh", (char *const *)args);
+    fprintf(stderr, "suanli: unable to run 'ssh': %s\n", strerror(errno));
+    ssh_opts_release(&o);
+    return CLI_EXIT_REFUSED;
+}
+
+/* The identity for the config: the one asked for, else the first of the
+ * usual key files that exists (ssh would try it anyway). NULL: none. */
+static char *default_identity(const char *asked)
+{
+    static const char *const names[] = { "id_ed25519", "id_ecdsa", "id_rsa" };
+    const char *home = getenv("HOME");
+
+    if (asked)
+        return realpath(asked, NULL) ?: xstrdup(asked);
+    for (size_t i = 0; home && i < ARRAY_SIZE(names); i++) {
+        char *p = xasprintf("%s/.ssh/%s", home, names[i]);
+        if (access(p, R_OK) == 0)
+            return p;
+        free(p);
+    }
+    return NULL;
+}
+
+/* A Host alias must be one word ssh accepts: an instance's name qualifies
+ * when it is made of letters, digits, '-', '_' and '.'. */
+static bool alias_ok(const char *name)
+{
+    if (!name || !*name)
+        return false;
+    for (const char *p = name; *p; p++)
+        if (!(('a' <= *p && *p <= 'z') || ('A' <= *p && *p <= 'Z') || ('0' <= *p && *p <= '9') ||
+              *p == '-' || *p == '_' || *p == '.'))
+            return false;
+    return true;
+}
+
+/* The Host blocks of the caller's instances that can be reached now. */
+static int config_blocks(struct cli *cli, const char *identity, struct sl_buf *out, size_t *count,
+                         struct sl_error *err)
+{
+    cleanup_json json_t *list = client_list(&cli->client, "/v1/instances", 200, err);
+    cleanup_free char *known = known_hosts_path();
+    size_t i;
+    json_t *inst;
+
+    if (!list)
+        return -1;
+    json_t *items = json_object_get(list, "items");
+    *count = 0;
+    json_array_foreach(items, i, inst)
+    {
+        json_t *ssh = json_object_get(inst, "ssh");
+        const char *id = jstr(inst, "id"), *name = jstr(inst, "name");
+        if (state_is(inst, "released") || state_is(inst, "failed") || !jstr(ssh, "host"))
+            continue;
+        bool named = alias_ok(name) && strcmp(name, id) != 0;
+        sl_buf_addf(out, "Host %s%s%s\n", id, named ? " " : "", named ? name : "");
+        sl_buf_addf(out, "    HostName %s\n", jstr(ssh, "host"));
+        sl_buf_addf(out, "    Port %" PRId64 "\n", jint(ssh, "port"));
+        sl_buf_addf(out, "    User %s\n", jstr(ssh, "user") ? jstr(ssh, "user") : "root");
+        if (identity)
+            sl_buf_addf(out, "    IdentityFile %s\n", identity);
+        sl_buf_addf(out, "    HostKeyAlias %s\n", id);
+        if (known)
+            sl_buf_addf(out, "    UserKnownHostsFile %s\n", known);
+        sl_buf_addf(out, "    StrictHostKeyChecking accept-new\n");
+        sl_buf_addf(out, "    ServerAliveInterval 30\n");
+        (*count)++;
+    }
+    return 0;
+}
+
+/* Replaces the managed block of ~/.ssh/config (or appends one), keeping
+ * every other line; written to a temporary file and renamed into place. */
+static int write_ssh_config(const char *blocks, const char **path_out, struct sl_error *err)
+{
+    const char *home = getenv("HOME");
+    static char path[4096];
+
+    if (!home || !*home)
+        return sl_fail(err, SL_E_INVALID, NULL, "HOME is not set: where is ~/.ssh?");
+    cleanup_free char *dir = xasprintf("%s/.ssh", home);
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+        return sl_fail_errno(err, "unable to make %s", dir);
+    snprintf(path, sizeof(path), "%s/config", dir);
+    *path_out = path;
+
+    struct sl_buf out;
+    sl_buf_init(&out);
+    cleanup_fclose FILE *in = fopen(path, "r");
+    if (!in && errno != ENOENT) {
+        sl_buf_release(&out);
+        return sl_fail_errno(err, "unable to read %s", path);
+    }
+    bool inside = false, placed = false;
+    char *line = NULL;
+    size_t cap = 0;
+    while (in && getline(&line, &cap, in) > 0) {
+        if (strncmp(line, BLOCK_BEGIN, strlen(BLOCK_BEGIN)) == 0) {
+            inside = true;
+            continue;
+        }
+        if (inside) {
+            if (strncmp(line, BLOCK_END, strlen(BLOCK_END)) == 0) {
+                inside = false;
+                if (!placed)
+                    sl_buf_addf(&out, "%s\n%s%s\n", BLOCK_BEGIN, blocks, BLOCK_END);
+                placed = true;
+            }
+            continue;
+        }
+        sl_buf_adds(&out, line);
+    }
+    free(line);
+    if (!placed) {
+        if (out.len && out.data[out.len - 1] != '\n')
+            sl_buf_adds(&out, "\n");
+        sl_buf_addf(&out, "%s%s\n%s%s\n", out.len ? "\n" : "", BLOCK_BEGIN, blocks, BLOCK_END);
+    }
+    cleanup_free char *tmp = xasprintf("%s.suanli-new", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int rc = 0;
+    if (fd < 0 || write(fd, out.data ? out.data : "", out.len) != (ssize_t)out.len || fsync(fd) < 0)
+        rc = sl_fail_errno(err, "unable to write %s", tmp);
+    if (fd >= 0)
+        close(fd);
+    if (rc == 0 && rename(tmp, path) < 0)
+        rc = sl_fail_errno(err, "unable to replace %s", path);
+    if (rc < 0)
+        unlink(tmp);
+    sl_buf_release(&out);
+    return rc;
+}
+
+static int run_ssh_config(struct cli *cli, int argc, char **argv)
+{
+    static const struct option opts[] = { { "write", no_argument, NULL, 'w' },
+                                          { "identity", required_argument, NULL, 'i' },
+                                          { 0 } };
+    struct sl_error err = SL_ERROR_INIT;
+    const char *asked = NULL, *path = NULL;
+    bool write = false;
+    size_t count = 0;
+    int status, c;
+
+    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
+        if (c == 'w')
+            write = true;
+        else if (c == 'i')
+            asked = optarg;
+        else
+            return cli_usage_error(cli, "bad option");
+    }
+    if (asked && access(asked, R_OK) != 0)
+        return cli_usage_error(cli, "--identity %s: %s", asked, strerror(errno));
+    if ((status = cli_positionals(cli, argc, argv, 0)) || (status = cli_need_token(cli)))
+        return status;
+    cleanup_free char *identity = default_identity(asked);
+    struct sl_buf blocks;
+    sl_buf_init(&blocks);
+    if (config_blocks(cli, identity, &blocks, &count, &err) < 0 ||
+        (write && write_ssh_config(blocks.data ? blocks.data : "", &path, &err) < 0)) {
+        sl_buf_release(&blocks);
+        return cli_fail(&err);
+    }
+    if (write)
+        printf("wrote %zu host%s to %s: connect with ssh ID (or VS Code Remote-SSH: ID)\n", count,
+               count == 1 ? "" : "s", path);
+    else
+        fputs(blocks.data ? blocks.data : "", stdout);
+    if (!count)
+        fprintf(stderr, "suanli: no instance is running: nothing to connect to yet\n");
+    sl_buf_release(&blocks);
+    return CLI_EXIT_OK;
+}
+
+/* "ID:/path" -> id and path; false for a local path. */
+static bool remote_side(const char *arg, char **id, const char **path)
+{
+    const char *colon = strchr(arg, ':');
+    const char *slash = strchr(arg, '/');
+
+    if (!colon || colon == arg || (slash && slash < colon))
+        return false;
+    *id = xstrndup(arg, (size_t)(colon - arg));
+    *path = colon + 1;
+    return true;
+}
+
+static int run_cp(struct cli *cli, int argc, char **argv)
+{
+    static const struct option opts[] = { { "identity", required_argument, NULL, 'i' },
+                                          { "bwlimit", required_argument, NULL, 'b' },
+                                          { 0 } };
+    const char *identity = NULL, *src_path = NULL, *dst_path = NULL;
+    cleanup_free char *src_id = NULL, *dst_id = NULL, *bwlimit = NULL;
+    int64_t kib;
+    int status, c;
+
+    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
+        if (c == 'i') {
+            identity = optarg;
+        } else if (c == 'b') {
+            if (cli_parse_int(cli, "--bwlimit", optarg, 1, 100000000, &kib) < 0)
+                return CLI_EXIT_USAGE;
+            bwlimit = xasprintf("--bwlimit=%" PRId64, kib);
+        } else {
+            return cli_usage_error(cli, "bad option");
+        }
+    }
+    if ((status = cli_positionals(cli, argc, argv, 2)))
+        return status;
+    const char *src = argv[optind], *dst = argv[optind + 1];
+    bool src_remote = remote_side(src, &src_id, &src_path);
+    bool dst_remote = remote_side(dst, &dst_id, &dst_path);
+    if (src_remote == dst_remote)
+        return cli_usage_error(cli,
+                               "one side must be ID:/path on an instance and the other a local "
+                               "path (e.g. suanli cp data.tar i-ab12cd:/root/data/)");
+    if ((status = cli_need_token(cli)))
+        return status;
+    const char *id = src_remote ? src_id : dst_id;
+    cleanup_json json_t *inst = reachable(cli, id, &status);
+    if (!inst)
+        return status;
+    json_t *ssh = json_object_get(inst, "ssh");
+    struct ssh_opts o;
+    ssh_opts_init(&o, id, inst);
+    /* rsync's -e is one shell word list: the options have no spaces or quotes */
+    const char *sargs[16];
+    int n = ssh_opts_args(&o, identity, sargs);
+    struct sl_buf e;
+    sl_buf_init(&e);
+    sl_buf_adds(&e, "ssh");
+    for (int i = 0; i < n; i++)
+        sl_buf_addf(&e, " %s", sargs[i]);
+    cleanup_free char *remote =
+        xasprintf("%s@%s:%s", jstr(ssh, "user") ? jstr(ssh, "user") : "root", jstr(ssh, "host"),
+                  src_remote ? (*src_path ? src_path : ".") : (*dst_path ? dst_path : "."));
+    /* --partial keeps what arrived so a second run resumes; progress2 shows
+     * the whole transfer */
+    const char *args[] = { "rsync",
+                           "-a",
+                           "--partial",
+                           "--info=progress2",
+                           "-e",
+                           e.data,
+                           bwlimit ? bwlimit : "--bwlimit=0",
+                           src_remote ? remote : src,
+                           src_remote ? dst : remote,
+                           NULL };
+    fflush(stdout);
+    execvp("rsync", (char *const *)args);
+    fprintf(stderr, "suanli: unable to run 'rsync' (install it: apt install rsync): %s\n",
+            strerror(errno));
+    sl_buf_release(&e);
+    ssh_opts_release(&o);
+    return CLI_EXIT_REFUSED;
+}
+
+const struct cli_command cmd_ssh = {
+    .name = "ssh",
+    .aliases = { "instance ssh" },
+    .usage = "ID [--identity KEYFILE] [-- COMMAND...]",
+    .summary = "open a shell on an instance, or run a command there, with ssh",
+    .run = run_ssh,
+};
+
+const struct cli_command cmd_ssh_config = {
+    .name = "ssh-config",
+    .usage = "[--write] [--identity KEYFILE]",
+    .summary = "a Host block per running instance for ~/.ssh/config (--write merges them in), "
+               "so VS Code Remote-SSH and PyCharm connect by instance id or name",
+    .run = run_ssh_config,
+};
+
+const struct cli_command cmd_cp = {
+    .name = "cp",
+    .usage = "[--identity KEYFILE] [--bwlimit KIB_PER_S] SRC DST   (one of them ID:/path)",
+    .summary = "copy files to or from an instance with rsync over SSH: resumable, with progress",
+    .run = run_cp,
+};

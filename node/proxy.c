@@ -1,0 +1,355 @@
+#include "proxy.h"
+#include "fsutil.h"
+#include "../lib/buf.h"
+#include "../lib/cleanup.h"
+#include "../lib/log.h"
+#include "../lib/timefmt.h"
+#include "../lib/xalloc.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* a dead nginx is started again at most this often */
+#define RESTART_EVERY_MS 3000
+
+bool proxy_listen_valid(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    const char *port = s ? strrchr(s, ':') : NULL;
+    port = port ? port + 1 : s;
+    if (n == 0 || n > 128 || strspn(s, "0123456789abcdefABCDEF.:[]-") != n || !*port ||
+        strspn(port, "0123456789") != strlen(port) || strlen(port) > 5)
+        return false;
+    long v = strtol(port, NULL, 10);
+    return v >= 1 && v <= 65535;
+}
+
+static bool route_valid(const struct proxy_route *r)
+{
+    struct in_addr a;
+    size_t n = r->id ? strlen(r->id) : 0;
+    return n > 2 && n < 64 && strncmp(r->id, "i-", 2) == 0 &&
+           strspn(r->id, "abcdefghijklmnopqrstuvwxyz0123456789-") == n && r->ip &&
+           inet_pton(AF_INET, r->ip, &a) == 1 && r->port >= 1 && r->port <= 65535;
+}
+
+char *proxy_config(const struct proxy_settings *s, const struct proxy_route *routes, size_t n)
+{
+    struct sl_buf b;
+    const char *auth = s->auth_url;
+    size_t auth_len = strlen(auth);
+
+    while (auth_len > 0 && auth[auth_len - 1] == '/')
+        auth_len--;
+    sl_buf_init(&b);
+    sl_buf_adds(&b, "# Written by suanli-node from its desired state: service ports\n"
+                    "# (docs/design/access.md). Edits are overwritten.\n");
+    if (s->drop_privileges)
+        sl_buf_adds(&b, "user nobody nogroup;\n");
+    sl_buf_addf(&b,
+                "daemon off;\n"
+                "worker_processes 1;\n"
+                "pid %s/nginx.pid;\n"
+                "error_log %s/error.log warn;\n"
+                "events { worker_connections 4096; }\n"
+                "http {\n"
+                "    access_log off;\n"
+                "    server_tokens off;\n"
+                "    default_type text/plain;\n"
+                "    client_max_body_size 0;\n"
+                "    client_body_temp_path %s/tmp/body;\n"
+                "    proxy_temp_path %s/tmp/proxy;\n"
+                "    fastcgi_temp_path %s/tmp/fastcgi;\n"
+                "    uwsgi_temp_path %s/tmp/uwsgi;\n"
+                "    scgi_temp_path %s/tmp/scgi;\n"
+                "    map $http_upgrade $suanli_connection { default upgrade; '' close; }\n"
+                "    # INSTANCE-PORT.DOMAIN: the domain is suanlid's to check\n"
+                "    map $host $suanli_service { default \"\"; \"~^(?<l>[a-z0-9-]+)\\.\" $l; }\n"
+                "    map $suanli_service $suanli_backend {\n"
+                "        default \"\";\n",
+                s->dir, s->dir, s->dir, s->dir, s->dir, s->dir, s->dir);
+    for (size_t i = 0; i < n; i++) {
+        if (route_valid(&routes[i]))
+            sl_buf_addf(&b, "        %s-%u %s:%u;\n", routes[i].id, routes[i].port, routes[i].ip,
+                        routes[i].port);
+    }
+    sl_buf_addf(
+        &b,
+        "    }\n"
+        "    server {\n"
+        "        listen %s default_server;\n"
+        "        server_name _;\n"
+        "        if ($suanli_backend = \"\") {\n"
+        "            return 404 \"no service $host here: the instance is not running, the port is "
+        "not published (suanli port ls), or the link is wrong\\n\";\n"
+        "        }\n"
+        "        location / {\n"
+        "            auth_request /_suanli/auth;\n"
+        "            auth_request_set $suanli_cookie $upstream_http_x_suanli_set_cookie;\n"
+        "            add_header Set-Cookie $suanli_cookie always;\n"
+        "            proxy_pass http://$suanli_backend;\n"
+        "            proxy_http_version 1.1;\n"
+        "            proxy_set_header Host $http_host;\n"
+        "            proxy_set_header Upgrade $http_upgrade;\n"
+        "            proxy_set_header Connection $suanli_connection;\n"
+        "            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n"
+        "            proxy_set_header X-Forwarded-Proto $scheme;\n"
+        "            proxy_read_timeout 1d;\n"
+        "            proxy_send_timeout 1d;\n"
+        "            proxy_buffering off;\n"
+        "            proxy_request_buffering off;\n"
+        "            error_page 401 /_suanli/401;\n"
+        "            error_page 403 /_suanli/403;\n"
+        "            error_page 502 /_suanli/502;\n"
+        "        }\n"
+        "        location = /_suanli/auth {\n"
+        "            internal;\n"
+        "            proxy_pass %.*s/v1/proxy/auth;\n"
+        "            proxy_pass_request_body off;\n"
+        "            proxy_set_header Content-Length \"\";\n"
+        "            proxy_set_header Authorization \"\";\n"
+        "            proxy_set_header X-Original-Host $http_host;\n"
+        "            proxy_set_header X-Original-URI $request_uri;\n"
+        "            proxy_connect_timeout 5s;\n"
+        "            proxy_read_timeout 15s;\n"
+        "        }\n"
+        "        location = /_suanli/401 {\n"
+        "            internal;\n"
+        "            return 401 \"sign in first: open the service's access link (suanli show "
+        "INSTANCE prints it)\\n\";\n"
+        "        }\n"
+        "        location = /_suanli/403 {\n"
+        "            internal;\n"
+        "            return 403 \"this service is not yours: ask its owner for its access "
+        "link\\n\";\n"
+        "        }\n"
+        "        location = /_suanli/502 {\n"
+        "            internal;\n"
+        "            return 502 \"nothing answers on this port inside the instance (yet)\\n\";\n"
+        "        }\n"
+        "    }\n"
+        "}\n",
+        s->listen, (int)auth_len, auth);
+    return sl_buf_detach(&b, NULL);
+}
+
+static char *path_in(const struct proxy *p, const char *name)
+{
+    return xasprintf("%s/%s", p->s.dir, name);
+}
+
+/* Whether pid is an nginx master running our configuration. */
+static bool is_ours(const struct proxy *p, pid_t pid)
+{
+    char proc[64];
+    snprintf(proc, sizeof(proc), "/proc/%d/cmdline", (int)pid);
+    cleanup_free char *conf = path_in(p, "nginx.conf");
+    size_t len = 0;
+    cleanup_free char *cmd = fs_read_file(proc, 4096, &len, NULL);
+    if (!cmd)
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (cmd[i] == '\0')
+            cmd[i] = ' ';
+    return strstr(cmd, "nginx") && strstr(cmd, conf);
+}
+
+static bool alive(struct proxy *p)
+{
+    if (p->pid > 0 && p->child) {
+        int status;
+        pid_t r = waitpid(p->pid, &status, WNOHANG);
+        if (r == p->pid) {
+            bool missing = WIFEXITED(status) && WEXITSTATUS(status) == 127;
+            if (missing && !p->warned)
+                log_warn("proxy: nginx is not installed (scripts/deps.sh run installs it)");
+            else if (!missing)
+                log_warn("proxy: nginx exited (status %d); see %s/error.log", status, p->s.dir);
+            p->warned = missing;
+            p->dead_pid = p->pid;
+            p->pid = 0;
+            p->child = false;
+        }
+    }
+    if (p->pid > 0 && !is_ours(p, p->pid)) {
+        p->dead_pid = p->pid;
+        p->pid = 0;
+    }
+    if (p->pid == 0) {
+        /* a master left by an agent before this one */
+        cleanup_free char *pidfile = path_in(p, "nginx.pid");
+        cleanup_free char *text = fs_read_file(pidfile, 64, NULL, NULL);
+        long v = text ? strtol(text, NULL, 10) : 0;
+        if (v > 1 && is_ours(p, (pid_t)v)) {
+            p->pid = (pid_t)v;
+            p->child = false;
+            log_info("proxy: adopted nginx (pid %ld)", v);
+        }
+    }
+    return p->pid > 0;
+}
+
+/* A master killed with SIGKILL leaves its workers running, holding the
+ * listening socket with the old routes. They are in the master's process
+ * group (it called setsid), so they are found by that group and nginx's
+ * name. */
+static void kill_orphans(pid_t group)
+{
+    DIR *d = group > 1 ? opendir("/proc") : NULL;
+    struct dirent *e;
+
+    while (d && (e = readdir(d))) {
+        char path[64], stat[512], comm[64];
+        int pid, ppid, pgrp;
+        char state;
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+        cleanup_fclose FILE *f = fopen(path, "r");
+        if (!f || !fgets(stat, sizeof(stat), f))
+            continue;
+        if (sscanf(stat, "%d (%63[^)]) %c %d %d", &pid, comm, &state, &ppid, &pgrp) == 5 &&
+            pgrp == group && strcmp(comm, "nginx") == 0) {
+            log_warn("proxy: killing nginx worker %d left by a killed master", pid);
+            kill(pid, SIGKILL);
+        }
+    }
+    if (d)
+        closedir(d);
+}
+
+static int start(struct proxy *p, struct sl_error *err)
+{
+    cleanup_free char *conf = path_in(p, "nginx.conf");
+    cleanup_free char *log = path_in(p, "error.log");
+    cleanup_free char *prefix = xasprintf("%s/", p->s.dir);
+    const char *argv[] = { p->nginx, "-p", prefix, "-c", conf, NULL };
+
+    cleanup_free char *pidfile = path_in(p, "nginx.pid");
+    cleanup_free char *old = fs_read_file(pidfile, 64, NULL, NULL);
+    kill_orphans(p->dead_pid);
+    if (old && strtol(old, NULL, 10) != p->dead_pid)
+        kill_orphans((pid_t)strtol(old, NULL, 10));
+    p->dead_pid = 0;
+    pid_t pid = fork();
+    if (pid < 0)
+        return sl_fail_errno(err, "unable to start nginx");
+    if (pid == 0) {
+        /* its own session: a Ctrl-C meant for the agent does not reach it */
+        setsid();
+        int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        int out = open(log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+        if (null >= 0)
+            dup2(null, 0);
+        if (out >= 0) {
+            dup2(out, 1);
+            dup2(out, 2);
+        }
+        closefrom(3);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        execvp(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    p->pid = pid;
+    p->child = true;
+    log_info("proxy: started nginx (pid %d) on %s", (int)pid, p->s.listen);
+    return 0;
+}
+
+int proxy_sync(struct proxy *p, const struct proxy_route *routes, size_t n, struct sl_error *err)
+{
+    cleanup_free char *text = proxy_config(&p->s, routes, n);
+    bool running = alive(p);
+    bool changed = !p->text || strcmp(p->text, text) != 0;
+
+    if (!changed && running)
+        return 0;
+    if (changed) {
+        cleanup_free char *tmp = path_in(p, "tmp");
+        cleanup_free char *conf = path_in(p, "nginx.conf");
+        if (fs_mkdir_p(tmp, 0700, err) < 0 ||
+            fs_write_file(conf, text, strlen(text), 0600, err) < 0) {
+            sl_error_prefix(err, "configure nginx");
+            return -1;
+        }
+        free(p->text);
+        p->text = TAKE_PTR(text);
+    }
+    if (running) {
+        if (kill(p->pid, SIGHUP) < 0)
+            return sl_fail_errno(err, "unable to reload nginx (pid %d)", (int)p->pid);
+        log_info("proxy: reloaded nginx (%zu routes)", n);
+        return 0;
+    }
+    if (sl_time_mono_ms() < p->next_start_ms)
+        return 0;
+    p->next_start_ms = sl_time_mono_ms() + RESTART_EVERY_MS;
+    return start(p, err);
+}
+
+void proxy_stop(struct proxy *p)
+{
+    if (p->s.dir && alive(p)) {
+        kill(p->pid, SIGTERM);
+        for (int i = 0; i < 300; i++) {
+            if (p->child ? waitpid(p->pid, NULL, WNOHANG) == p->pid : kill(p->pid, 0) < 0)
+                break;
+            if (i == 299) {
+                kill(p->pid, SIGKILL);
+                if (p->child)
+                    waitpid(p->pid, NULL, 0);
+            }
+            usleep(10000);
+        }
+        log_info("proxy: stopped nginx");
+    }
+    free(p->text);
+    p->text = NULL;
+    p->pid = 0;
+}
+
+int proxy_sync_desired(struct proxy *p, json_t *instances, const struct net_config *net,
+                       struct sl_error *err)
+{
+    size_t n = 0, cap = 0, i, j;
+    json_t *d, *port;
+    struct proxy_route *routes = NULL;
+    char(*ips)[64] = xcalloc(json_array_size(instances) + 1, sizeof(*ips));
+
+    json_array_foreach(instances, i, d)
+    {
+        const char *id = json_string_value(json_object_get(d, "id"));
+        const char *desired = json_string_value(json_object_get(d, "desired"));
+        json_t *ports = json_object_get(d, "ports");
+        /* a stopped or released instance has no route: nginx answers 404 */
+        if (!id || !desired || strcmp(desired, "running") != 0 || json_array_size(ports) == 0 ||
+            !net_address(net, id, ips[i], sizeof(ips[i])))
+            continue;
+        json_array_foreach(ports, j, port)
+        {
+            if (n == cap) {
+                cap = cap ? 2 * cap : 16;
+                routes = xrealloc(routes, cap * sizeof(*routes));
+            }
+            routes[n++] = (struct proxy_route){
+                .id = id,
+                .ip = ips[i],
+                .port = (unsigned)json_integer_value(json_object_get(port, "port")),
+            };
+        }
+    }
+    int rc = proxy_sync(p, routes, n, err);
+    free(routes);
+    free(ips);
+    return rc;
+}

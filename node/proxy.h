@@ -1,0 +1,73 @@
+/* The node's HTTP edge for service ports (DESIGN.md section 5): an nginx the
+ * agent runs as its own child, with its own prefix under DATA/proxy, routing
+ * http://{instance}-{port}.{domain}/ by Host to the instance's bridge address
+ * and asking suanlid (GET /v1/proxy/auth, nginx auth_request) whether each
+ * request may pass.
+ *
+ *   DATA/proxy/nginx.conf   generated from the desired state (proxy_config)
+ *   DATA/proxy/nginx.pid    the master's pid: a restarted agent adopts it
+ *   DATA/proxy/error.log    nginx's own log (no access log)
+ *   DATA/proxy/tmp/         nginx's temp paths (unused: nothing is buffered)
+ *
+ * The configuration is written and nginx reloaded (SIGHUP) only when the
+ * text changes; a dead nginx is started again (at most every few seconds). */
+#ifndef SL_NODE_PROXY_H
+#define SL_NODE_PROXY_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "net.h"
+#include "../lib/error.h"
+
+/* One published port: the instance's id, its bridge address and the port. */
+struct proxy_route {
+    const char *id;
+    const char *ip;
+    unsigned port;
+};
+
+struct proxy_settings {
+    const char *dir;      /* DATA/proxy, absolute */
+    const char *listen;   /* nginx listen: "0.0.0.0:8080", "127.0.0.1:18080", "8080" */
+    const char *auth_url; /* suanlid's base URL: "http://127.0.0.1:7070" */
+    bool drop_privileges; /* workers as nobody:nogroup (the agent runs as root) */
+};
+
+struct proxy {
+    struct proxy_settings s;
+    const char *nginx; /* the binary */
+    char *text;        /* the configuration nginx runs with, NULL before the first sync */
+    pid_t pid;         /* the master, 0 when unknown */
+    pid_t dead_pid;    /* a master seen dead: its workers may live on */
+    bool child;        /* started by this process: reaped with waitpid */
+    int64_t next_start_ms;
+    bool warned; /* said once that nginx is missing */
+};
+
+/* Whether s is a listen address nginx takes and this file writes safely:
+ * PORT, HOST:PORT or [V6]:PORT. */
+bool proxy_listen_valid(const char *s);
+
+/* The nginx.conf text for these routes (routes with a bad id or address are
+ * left out). The caller frees it. */
+char *proxy_config(const struct proxy_settings *s, const struct proxy_route *routes, size_t n);
+
+/* Makes nginx run with the configuration for routes: adopts a running
+ * master (the pid file, checked against /proc), writes the configuration
+ * and reloads when it changed, starts nginx when it is not running. */
+int proxy_sync(struct proxy *p, const struct proxy_route *routes, size_t n, struct sl_error *err);
+
+/* proxy_sync for a desired state's instances ([{id, desired, ports:
+ * [{port}]}]): a route for every port of every instance that should run
+ * and has an address on the bridge. */
+int proxy_sync_desired(struct proxy *p, json_t *instances, const struct net_config *net,
+                       struct sl_error *err);
+
+/* Stops nginx (SIGTERM, then SIGKILL after 3 s) and frees what p holds. */
+void proxy_stop(struct proxy *p);
+
+#endif

@@ -1,0 +1,188 @@
+/* Service ports through the API: the owner lists, adds, removes and opens
+ * them; the nodes' nginx asks whether a request may pass (ports.h). */
+#include "ports.h"
+#include "routes.h"
+
+#include "../lib/cleanup.h"
+#include "../lib/xalloc.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The caller's instance: its node, or 404; 409 once it is released. */
+static int owned(struct api_request *req, char *node_id, struct sl_error *err)
+{
+    cleanup_rows struct db_rows *rows = store_query(
+        req->srv->store, "SELECT node_id, state FROM instances WHERE id = ?1 AND user_id = ?2",
+        DB_ARGS(DB_TEXT(req->params[0]), DB_TEXT(req->caller.user_id)), err);
+    int rc;
+
+    if (!rows || (rc = db_next(rows, err)) < 0)
+        return -1;
+    if (rc == 0)
+        return sl_fail(err, SL_E_NOT_FOUND, "no_such_instance",
+                       "no instance '%s': list yours with suanli ls", req->params[0]);
+    if (strcmp(db_text(rows, 1), "released") == 0 || strcmp(db_text(rows, 1), "releasing") == 0)
+        return sl_fail(err, SL_E_CONFLICT, "instance_released",
+                       "instance '%s' is released: its ports are gone", req->params[0]);
+    snprintf(node_id, SL_ID_MAX, "%s", db_text(rows, 0));
+    return 0;
+}
+
+/* The owner's view of one port (the services item of the instance). */
+static json_t *port_json(struct api_request *req, int64_t port, struct sl_error *err)
+{
+    cleanup_json json_t *inst = json_pack("{s:s}", "id", req->params[0]);
+
+    if (ports_instance_json(req->srv, inst, err) < 0)
+        return NULL;
+    size_t i;
+    json_t *s;
+    json_array_foreach(json_object_get(inst, "services"), i, s)
+    {
+        if (json_integer_value(json_object_get(s, "port")) == port)
+            return json_incref(s);
+    }
+    sl_fail(err, SL_E_NOT_FOUND, "no_such_port", "instance '%s' publishes no port %" PRId64,
+            req->params[0], port);
+    return NULL;
+}
+
+static int bump_node(struct store *st, const char *node_id, struct sl_error *err)
+{
+    return store_exec(st, "UPDATE nodes SET desired_revision = desired_revision + 1 WHERE id = ?1",
+                      DB_ARGS(DB_TEXT(node_id)), err) < 0
+               ? -1
+               : 0;
+}
+
+int api_instances_ports_list(struct api_request *req, struct api_response *res,
+                             struct sl_error *err)
+{
+    char node_id[SL_ID_MAX];
+    cleanup_json json_t *inst = json_pack("{s:s}", "id", req->params[0]);
+
+    if (owned(req, node_id, err) < 0 || ports_instance_json(req->srv, inst, err) < 0)
+        return -1;
+    api_reply(res, 200,
+              json_pack("{s:O, s:O}", "items", json_object_get(inst, "services"), "jupyter",
+                        json_object_get(inst, "jupyter")));
+    return 0;
+}
+
+int api_instances_ports_set(struct api_request *req, struct api_response *res, struct sl_error *err)
+{
+    struct store *st = req->srv->store;
+    int64_t port = 0, have, exists;
+    bool public = false, public_given;
+    const struct sl_json_field fields[] = {
+        { "port", SL_JSON_INT, .required = true, .min = -1000000000, .max = 1000000000,
+          .out = &port },
+        { "public", SL_JSON_BOOL, .out = &public },
+    };
+    char node_id[SL_ID_MAX];
+
+    if (api_body_fields(req, fields, ARRAY_SIZE(fields), err) < 0 || ports_check(port, err) < 0 ||
+        owned(req, node_id, err) < 0)
+        return -1;
+    public_given = json_object_get(req->json, "public") != NULL;
+    if (store_get_int(st,
+                      "SELECT COUNT(*) FROM instance_ports WHERE instance_id = ?1 AND port = ?2",
+                      DB_ARGS(DB_TEXT(req->params[0]), DB_INT(port)), &exists, err) < 0 ||
+        store_get_int(st, "SELECT COUNT(*) FROM instance_ports WHERE instance_id = ?1",
+                      DB_ARGS(DB_TEXT(req->params[0])), &have, err) < 0)
+        return -1;
+    if (!exists) {
+        if (have >= req->srv->cfg.services_max_ports)
+            return sl_fail(err, SL_E_CONFLICT, "too_many_ports",
+                           "instance '%s' already publishes %" PRId64 " ports, the most allowed: "
+                           "remove one first (suanli port rm)",
+                           req->params[0], have);
+        if (ports_insert(st, req->params[0], port, public, "", err) < 0)
+            return -1;
+    } else if (public_given &&
+               store_exec(st,
+                          "UPDATE instance_ports SET public = ?3 WHERE instance_id = ?1 AND"
+                          " port = ?2",
+                          DB_ARGS(DB_TEXT(req->params[0]), DB_INT(port), DB_INT(public)),
+                          err) < 0) {
+        return -1;
+    }
+    if (bump_node(st, node_id, err) < 0)
+        return -1;
+    json_t *j = port_json(req, port, err);
+    if (!j)
+        return -1;
+    api_reply(res, exists ? 200 : 201, j);
+    return 0;
+}
+
+int api_instances_ports_delete(struct api_request *req, struct api_response *res,
+                               struct sl_error *err)
+{
+    char node_id[SL_ID_MAX], *end;
+    /* NULL when the path's parameters overflow the dispatcher's buffer */
+    const char *text = req->params[1] ? req->params[1] : "";
+
+    errno = 0;
+    long long port = strtoll(text, &end, 10);
+    if (errno || end == text || *end || port > 65535)
+        port = -1;
+    if (ports_check(port, err) < 0 || owned(req, node_id, err) < 0)
+        return -1;
+    int n = store_exec(req->srv->store,
+                       "DELETE FROM instance_ports WHERE instance_id = ?1 AND port = ?2",
+                       DB_ARGS(DB_TEXT(req->params[0]), DB_INT(port)), err);
+    if (n < 0)
+        return -1;
+    if (n == 0)
+        return sl_fail(err, SL_E_NOT_FOUND, "no_such_port",
+                       "instance '%s' publishes no port %lld: see suanli port ls", req->params[0],
+                       port);
+    if (bump_node(req->srv->store, node_id, err) < 0)
+        return -1;
+    api_reply(res, 204, NULL);
+    return 0;
+}
+
+/* nginx's auth_request: 204 lets the request pass, 401 and 403 refuse it
+ * (anything else would be a 500 to the browser). Asked for every proxied
+ * request, so it logs nothing when it passes (API_QUIET). */
+int api_proxy_auth(struct api_request *req, struct api_response *res, struct sl_error *err)
+{
+    struct ports_request rq = {
+        .host = api_header(req, "X-Original-Host"),
+        .uri = api_header(req, "X-Original-URI"),
+        .cookie_token = req->io.cookie ? req->io.cookie(req->io.ctx, PORTS_COOKIE) : NULL,
+        .user_id = req->caller.authenticated ? req->caller.user_id : NULL,
+    };
+    enum ports_verdict verdict;
+    char token[PORTS_TOKEN_HEX];
+    const char *why;
+
+    if (!rq.host)
+        return sl_fail(err, SL_E_INVALID, "missing_header",
+                       "X-Original-Host is missing: this route is for the nodes' proxies");
+    if (ports_authorize(req->srv, &rq, &verdict, token, &why, err) < 0)
+        return -1;
+    switch (verdict) {
+    case PORTS_PASS_COOKIE: {
+        /* host-only: the cookie reaches this service, no other */
+        cleanup_free char *cookie =
+            xasprintf(PORTS_COOKIE "=%s; Path=/; HttpOnly; SameSite=Lax", token);
+        api_add_header(res, "X-Suanli-Set-Cookie", cookie);
+    }
+    /* fall through */
+    case PORTS_PASS:
+        api_reply(res, 204, NULL);
+        return 0;
+    case PORTS_UNAUTHENTICATED:
+        return sl_fail(err, SL_E_UNAUTHENTICATED, "access_denied", "%s", why);
+    case PORTS_FORBIDDEN:
+        break;
+    }
+    return sl_fail(err, SL_E_FORBIDDEN, "access_denied", "%s", why);
+}
