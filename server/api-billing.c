@@ -217,12 +217,9 @@ static json_t *meter_json(struct db_rows *rows, void *ctx)
 int api_instances_meters(struct api_request *req, struct api_response *res, struct sl_error *err)
 {
     int64_t limit, after;
-    json_t *owned = instance_json(req->srv, req->params[0], req->caller.user_id, err);
 
-    if (!owned)
-        return -1;
-    json_decref(owned);
-    if (api_page_params(req, &limit, &after, err) < 0)
+    if (instance_require_owned(req->srv->store, req->params[0], req->caller.user_id, err) < 0 ||
+        api_page_params(req, &limit, &after, err) < 0)
         return -1;
     cleanup_rows struct db_rows *rows = store_query(
         req->srv->store,
@@ -246,14 +243,11 @@ int api_instances_plan(struct api_request *req, struct api_response *res, struct
     if (api_body_fields(req, fields, ARRAY_SIZE(fields), err) < 0 ||
         billing_plan_period(plan, &period, err) < 0)
         return -1;
-    json_t *j = instance_json(req->srv, id, req->caller.user_id, err);
-    if (!j)
-        return -1;
-    json_decref(j);
     int renew = json_object_get(req->json, "auto_renew") ? auto_renew : -1;
-    if (billing_plan_set(req->srv, id, plan, renew, err) < 0)
+    if (instance_require_owned(req->srv->store, id, req->caller.user_id, err) < 0 ||
+        billing_plan_set(req->srv, id, plan, renew, err) < 0)
         return -1;
-    j = instance_json(req->srv, id, req->caller.user_id, err);
+    json_t *j = instance_json(req->srv, id, req->caller.user_id, err);
     if (!j)
         return -1;
     api_reply(res, 200, j);

@@ -129,10 +129,8 @@ int api_instances_idle_stop(struct api_request *req, struct api_response *res, s
         return sl_fail(err, SL_E_INVALID, "invalid_field",
                        "give either after_seconds (0 turns idle stop off) or inherit: true "
                        "(follow the account's default)");
-    json_t *owned = instance_json(req->srv, id, req->caller.user_id, err);
-    if (!owned)
+    if (instance_require_owned(req->srv->store, id, req->caller.user_id, err) < 0)
         return -1;
-    json_decref(owned);
     if (stops_set_idle(req->srv, id, inherit ? -1 : after, err) < 0)
         return -1;
     json_t *j = instance_json(req->srv, id, req->caller.user_id, err);

@@ -119,12 +119,9 @@ static json_t *event_json(struct db_rows *rows, void *ctx)
 int api_instances_events(struct api_request *req, struct api_response *res, struct sl_error *err)
 {
     int64_t limit, after;
-    json_t *owned = instance_json(req->srv, req->params[0], req->caller.user_id, err);
 
-    if (!owned)
-        return -1;
-    json_decref(owned);
-    if (api_page_params(req, &limit, &after, err) < 0)
+    if (instance_require_owned(req->srv->store, req->params[0], req->caller.user_id, err) < 0 ||
+        api_page_params(req, &limit, &after, err) < 0)
         return -1;
     cleanup_rows struct db_rows *rows =
         store_query(req->srv->store,
@@ -140,14 +137,11 @@ static int do_verb(struct api_request *req, struct api_response *res, struct sl_
                    const char *arg)
 {
     const char *id = req->params[0];
-    json_t *j = instance_json(req->srv, id, req->caller.user_id, err);
 
-    if (!j)
+    if (instance_require_owned(req->srv->store, id, req->caller.user_id, err) < 0 ||
+        verb(req->srv, id, arg, err) < 0)
         return -1;
-    json_decref(j);
-    if (verb(req->srv, id, arg, err) < 0)
-        return -1;
-    j = instance_json(req->srv, id, req->caller.user_id, err);
+    json_t *j = instance_json(req->srv, id, req->caller.user_id, err);
     if (!j)
         return -1;
     api_reply(res, 200, j);

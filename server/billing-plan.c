@@ -300,17 +300,14 @@ int billing_plan_set(struct server *srv, const char *id, const char *plan, int a
 
 /* At its end a plan renews when asked and paid for, else the instance
  * stops (reason plan_expired) and is pay-as-you-go again. */
-static int plan_expire_one(struct server *srv, const char *id, struct billing_stats *stats,
-                           struct sl_error *err)
+static int plan_expire_one(struct server *srv, const char *id, int64_t unused,
+                           struct billing_stats *stats, struct sl_error *err)
 {
     struct store *st = srv->store;
     struct plan_row p;
     int64_t now = sl_time_now();
-    cleanup_tx struct store *tx = NULL;
 
-    if (store_begin(st, err) < 0)
-        return -1;
-    tx = st;
+    (void)unused;
     if (plan_load(st, id, &p, err) < 0)
         return -1;
     while (strcmp(p.plan, "payg") != 0 && p.expires <= now && p.auto_renew) {
@@ -357,43 +354,19 @@ static int plan_expire_one(struct server *srv, const char *id, struct billing_st
             stats->stopped++;
         }
     }
-    if (store_commit(st, err) < 0)
-        return -1;
-    tx = NULL;
     return 0;
 }
 
 int billing_plans_expire(struct server *srv, struct billing_stats *stats, struct sl_error *err)
 {
-    struct store *st = srv->store;
     int64_t now = sl_time_now();
-    cleanup_free char **ids = NULL;
-    size_t n = 0, cap = 0;
-    int rc;
-    {
-        /* not while the host is silent: that time is given back when it
-         * reports again */
-        cleanup_rows struct db_rows *rows = store_query(
-            st,
-            "SELECT i.id FROM instances i JOIN nodes n ON n.id = i.node_id"
-            " WHERE i.plan != 'payg' AND i.plan_expires_at <= ?1 AND n.last_heartbeat >= ?2"
-            " ORDER BY i.plan_expires_at",
-            DB_ARGS(DB_INT(now), DB_INT(now - srv->cfg.node_offline_after)), err);
-        if (!rows)
-            return -1;
-        while ((rc = db_next(rows, err)) == 1) {
-            if (n == cap) {
-                cap = cap ? cap * 2 : 16;
-                ids = xrealloc(ids, cap * sizeof(*ids));
-            }
-            ids[n++] = xstrdup(db_text(rows, 0));
-        }
-    }
-    int result = rc < 0 ? -1 : 0;
-    for (size_t i = 0; i < n; i++) {
-        if (result == 0 && plan_expire_one(srv, ids[i], stats, err) < 0)
-            result = -1;
-        free(ids[i]);
-    }
-    return result;
+
+    /* not while the host is silent: that time is given back when it reports
+     * again */
+    return billing_each(srv,
+                        "SELECT i.id, 0 FROM instances i JOIN nodes n ON n.id = i.node_id"
+                        " WHERE i.plan != 'payg' AND i.plan_expires_at <= ?1"
+                        " AND n.last_heartbeat >= ?2 ORDER BY i.plan_expires_at",
+                        DB_ARGS(DB_INT(now), DB_INT(now - srv->cfg.node_offline_after)),
+                        plan_expire_one, stats, err);
 }

@@ -67,20 +67,22 @@ static int id_list_load(struct store *st, struct id_list *l, const char *sql,
     return rc < 0 ? -1 : 0;
 }
 
-/* Runs fn on one id in its own transaction. */
-static int in_tx(struct server *srv, const char *id, int64_t value,
-                 int (*fn)(struct server *, const char *, int64_t, struct billing_stats *,
-                           struct sl_error *),
-                 struct billing_stats *stats, struct sl_error *err)
+int billing_each(struct server *srv, const char *sql, const struct db_arg *args,
+                 billing_each_fn *fn, struct billing_stats *stats, struct sl_error *err)
 {
-    cleanup_tx struct store *tx = NULL;
+    cleanup_id_list struct id_list l;
 
-    if (store_begin(srv->store, err) < 0)
+    if (id_list_load(srv->store, &l, sql, args, err) < 0)
         return -1;
-    tx = srv->store;
-    if (fn(srv, id, value, stats, err) < 0 || store_commit(srv->store, err) < 0)
-        return -1;
-    tx = NULL;
+    for (size_t i = 0; i < l.n; i++) {
+        cleanup_tx struct store *tx = NULL;
+        if (store_begin(srv->store, err) < 0)
+            return -1;
+        tx = srv->store;
+        if (fn(srv, l.ids[i], l.values[i], stats, err) < 0 || store_commit(srv->store, err) < 0)
+            return -1;
+        tx = NULL;
+    }
     return 0;
 }
 
@@ -103,19 +105,12 @@ static int stop_for_balance(struct server *srv, const char *id, int64_t balance,
 /* At zero, the user's running pay-as-you-go instances stop. */
 static int balance_stops(struct server *srv, struct billing_stats *stats, struct sl_error *err)
 {
-    cleanup_id_list struct id_list l;
-
-    if (id_list_load(srv->store, &l,
-                     "SELECT i.id, a.balance_micros FROM instances i"
-                     " JOIN accounts a ON a.id = 'user:' || i.user_id"
-                     " WHERE a.balance_micros <= 0 AND i.plan = 'payg'"
-                     " AND i.state IN ('creating', 'starting', 'running')",
-                     DB_NO_ARGS, err) < 0)
-        return -1;
-    for (size_t i = 0; i < l.n; i++)
-        if (in_tx(srv, l.ids[i], l.values[i], stop_for_balance, stats, err) < 0)
-            return -1;
-    return 0;
+    return billing_each(srv,
+                        "SELECT i.id, a.balance_micros FROM instances i"
+                        " JOIN accounts a ON a.id = 'user:' || i.user_id"
+                        " WHERE a.balance_micros <= 0 AND i.plan = 'payg'"
+                        " AND i.state IN ('creating', 'starting', 'running')",
+                        DB_NO_ARGS, stop_for_balance, stats, err);
 }
 
 static int warn_balance(struct server *srv, const char *user_id, int64_t warned,
@@ -149,17 +144,10 @@ static int warn_balance(struct server *srv, const char *user_id, int64_t warned,
  * until it covers an hour again. */
 static int balance_warnings(struct server *srv, struct billing_stats *stats, struct sl_error *err)
 {
-    cleanup_id_list struct id_list l;
-
-    if (id_list_load(srv->store, &l,
-                     "SELECT u.id, u.balance_warned FROM users u WHERE u.balance_warned != 0"
-                     " OR u.id IN (SELECT user_id FROM meters WHERE ended_at IS NULL)",
-                     DB_NO_ARGS, err) < 0)
-        return -1;
-    for (size_t i = 0; i < l.n; i++)
-        if (in_tx(srv, l.ids[i], l.values[i], warn_balance, stats, err) < 0)
-            return -1;
-    return 0;
+    return billing_each(srv,
+                        "SELECT u.id, u.balance_warned FROM users u WHERE u.balance_warned != 0"
+                        " OR u.id IN (SELECT user_id FROM meters WHERE ended_at IS NULL)",
+                        DB_NO_ARGS, warn_balance, stats, err);
 }
 
 static int release_or_warn(struct server *srv, const char *id, int64_t stopped_at,
@@ -200,21 +188,15 @@ static int release_or_warn(struct server *srv, const char *id, int64_t stopped_a
 
 static int auto_release(struct server *srv, struct billing_stats *stats, struct sl_error *err)
 {
-    cleanup_id_list struct id_list l;
     int64_t now = sl_time_now();
 
-    if (id_list_load(srv->store, &l,
-                     "SELECT id, stopped_at FROM instances WHERE state = 'stopped'"
-                     " AND plan = 'payg' AND stopped_at IS NOT NULL AND stopped_at <= ?1"
-                     " AND (stopped_at <= ?2 OR release_warnings < 2)",
-                     DB_ARGS(DB_INT(now - srv->cfg.release_after + 3 * 86400),
-                             DB_INT(now - srv->cfg.release_after)),
-                     err) < 0)
-        return -1;
-    for (size_t i = 0; i < l.n; i++)
-        if (in_tx(srv, l.ids[i], l.values[i], release_or_warn, stats, err) < 0)
-            return -1;
-    return 0;
+    return billing_each(srv,
+                        "SELECT id, stopped_at FROM instances WHERE state = 'stopped'"
+                        " AND plan = 'payg' AND stopped_at IS NOT NULL AND stopped_at <= ?1"
+                        " AND (stopped_at <= ?2 OR release_warnings < 2)",
+                        DB_ARGS(DB_INT(now - srv->cfg.release_after + 3 * 86400),
+                                DB_INT(now - srv->cfg.release_after)),
+                        release_or_warn, stats, err);
 }
 
 int billing_run(struct server *srv, struct billing_stats *stats, struct sl_error *err)

@@ -57,6 +57,14 @@ struct billing_stats {
     int64_t elapsed_us;
 };
 
+/* Runs fn(srv, id, value, ...) in a store transaction of its own for each
+ * row (id, integer) sql selects, read whole before anything is written;
+ * stops at the first failure. */
+typedef int billing_each_fn(struct server *srv, const char *id, int64_t value,
+                            struct billing_stats *stats, struct sl_error *err);
+int billing_each(struct server *srv, const char *sql, const struct db_arg *args,
+                 billing_each_fn *fn, struct billing_stats *stats, struct sl_error *err);
+
 /* Settles every meter up to now. */
 int billing_settle(struct server *srv, struct billing_stats *stats, struct sl_error *err);
 /* One pass of the billing loop: settle, then plans, balance, auto-release. */

@@ -538,6 +538,20 @@ static json_t *billing_json(struct server *srv, json_t *j, struct db_rows *rows,
     return j;
 }
 
+int instance_require_owned(struct store *st, const char *id, const char *user_id,
+                           struct sl_error *err)
+{
+    int64_t n;
+
+    if (store_get_int(
+            st, "SELECT COUNT(*) FROM instances WHERE id = ?1 AND (?2 IS NULL OR user_id = ?2)",
+            DB_ARGS(DB_TEXT(id), DB_TEXT(user_id)), &n, err) < 0)
+        return -1;
+    return n ? 0
+             : sl_fail(err, SL_E_NOT_FOUND, "no_such_instance",
+                       "no instance '%s': list yours with suanli ls", id);
+}
+
 json_t *instance_json(struct server *srv, const char *id, const char *user_id, struct sl_error *err)
 {
     cleanup_rows struct db_rows *rows = store_query(

@@ -34,6 +34,11 @@ int instance_start(struct server *srv, const char *id, const char *mode, struct 
 int instance_restart(struct server *srv, const char *id, struct sl_error *err);
 int instance_release(struct server *srv, const char *id, const char *reason, struct sl_error *err);
 
+/* 0 when user_id owns the instance (NULL: any user), else 404
+ * "no_such_instance" as for one that does not exist. */
+int instance_require_owned(struct store *st, const char *id, const char *user_id,
+                           struct sl_error *err);
+
 /* The instance as its owner sees it; NULL and 404 when absent or not
  * owned by user_id (NULL: any owner). */
 json_t *instance_json(struct server *srv, const char *id, const char *user_id,

@@ -102,19 +102,22 @@ def test_meter_runs_while_running_and_stops_when_asked(cluster):
     assert b["spend_per_hour_micros"] == GPU_PRICE
     assert b["covers_seconds"] == b["balance_micros"] * 3600 // GPU_PRICE
 
-    time.sleep(4)  # meters are charged up to the host's last report (every 3 s)
-    run_billing(cluster)
-    gpu = meters(cluster, user, iid)[0]
-    assert gpu["charged_micros"] == formula(gpu) > 0, gpu
+    def charged():  # meters are charged up to the host's last report (every 3 s)
+        run_billing(cluster)
+        m = meters(cluster, user, iid)[0]
+        return m if m["charged_micros"] > 0 else None
+    gpu = wait_for(charged, timeout=20, interval=0.5, what="a first charge")
+    assert gpu["charged_micros"] == formula(gpu), gpu
     assert gpu["settlements"] >= 1
 
     r = cluster.verb(user, iid, "stop")
     assert r.status == 200, r
     cluster.wait_state(user, iid, "stopped")
-    time.sleep(3.5)  # a heartbeat after the stop: the meter can settle to its end
-    run_billing(cluster)
-    gpu = meters(cluster, user, iid)[0]
-    assert gpu["ended_at"] is not None and gpu["settled_until"] == gpu["ended_at"], gpu
+    def settled_to_its_end():  # after a heartbeat later than the stop
+        run_billing(cluster)
+        m = meters(cluster, user, iid)[0]
+        return m if m["ended_at"] and m["settled_until"] == m["ended_at"] else None
+    gpu = wait_for(settled_to_its_end, timeout=20, interval=0.5, what="the meter settled")
     assert gpu["charged_micros"] == formula(gpu)
     stopped = cluster.get(user, iid)
     assert stopped["charged_micros"] == gpu["charged_micros"]
@@ -206,10 +209,12 @@ def test_at_zero_running_instances_stop_and_keep_their_disks(cluster):
     # never released for money; the disk keeps costing, the balance goes negative
     b1 = balance(cluster, user)["balance_micros"]
     assert b1 <= 0
-    time.sleep(2)
-    run_billing(cluster)
-    b2 = balance(cluster, user)["balance_micros"]
-    assert b2 < b1
+
+    def went_down():  # meters charge up to the host's last report (every 3 s)
+        run_billing(cluster)
+        b = balance(cluster, user)["balance_micros"]
+        return b if b < b1 else None
+    b2 = wait_for(went_down, timeout=20, interval=0.5, what="the storage to go on costing")
     assert cluster.get(user, iid)["state"] == "stopped"
     r = cluster.verb(user, iid, "start")
     assert r.status == 409 and r.code == "insufficient_balance", r
