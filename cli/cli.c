@@ -314,3 +314,12 @@ int cli_remove_one(struct cli *cli, int argc, char **argv, const char *collectio
         printf("removed %s %s\n", noun, argv[optind]);
     return CLI_EXIT_OK;
 }
+
+json_t *cli_instance_get(struct cli *cli, const char *id, struct sl_error *err)
+{
+    cleanup_free char *e = client_escape(id);
+    cleanup_free char *path = xasprintf("/v1/instances/%s", e);
+    json_t *inst = NULL;
+
+    return client_request(&cli->client, "GET", path, NULL, NULL, &inst, err) < 0 ? NULL : inst;
+}

@@ -101,6 +101,9 @@ int cli_parse_amount(struct cli *cli, const char *what, const char *text, int64_
  * returns -1). */
 int cli_check_date(struct cli *cli, const char *what, const char *text, size_t len);
 
+/* GET /v1/instances/ID: the instance, or NULL with err filled. */
+json_t *cli_instance_get(struct cli *cli, const char *id, struct sl_error *err);
+
 /* Prepaid plans a renter can pick: "payg", "day", "week", "month". */
 bool cli_is_plan(const char *plan);
 

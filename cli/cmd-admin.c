@@ -396,7 +396,32 @@ static int run_price_set(struct cli *cli, int argc, char **argv)
     return post_and_report(cli, "POST", "/v1/admin/prices", body, done);
 }
 
-static int run_ledger_check(struct cli *cli, int argc, char **argv)
+static void print_ledger_check(json_t *c, bool ok)
+{
+    printf("ledger %s: %" PRId64 " accounts, %" PRId64 " transactions; %" PRId64
+           " bad balances, %" PRId64 " unbalanced transactions, %" PRId64 " bad running balances\n",
+           ok ? "ok" : "NOT CONSISTENT", jint(c, "accounts"), jint(c, "transactions"),
+           jint(c, "bad_balances"), jint(c, "unbalanced_transactions"),
+           jint(c, "bad_running_balances"));
+}
+
+static void print_billing_check(json_t *c, bool ok)
+{
+    char charges[OUTPUT_MONEY_MAX], ledger[OUTPUT_MONEY_MAX];
+
+    printf("billing %s: %" PRId64 " meters; %" PRId64 " with a wrong charged amount, %" PRId64
+           " whose charges do not add up, %" PRId64 " settled out of place, %" PRId64
+           " charged after release, %" PRId64 " bad settlement keys; charges %s, in the "
+           "ledger %s\n",
+           ok ? "ok" : "NOT CONSISTENT", jint(c, "meters"), jint(c, "bad_charged"),
+           jint(c, "bad_sums"), jint(c, "bad_positions"), jint(c, "charged_after_release"),
+           jint(c, "bad_keys"), output_money(jint(c, "charges_total_micros"), NULL, charges),
+           output_money(jint(c, "ledger_charges_micros"), NULL, ledger));
+}
+
+/* GET a check route, print it, and exit 1 unless it says ok. */
+static int run_check(struct cli *cli, int argc, char **argv, const char *path, const char *what,
+                     void (*print)(json_t *c, bool ok))
 {
     struct sl_error err = SL_ERROR_INIT;
     cleanup_json json_t *c = NULL;
@@ -404,51 +429,26 @@ static int run_ledger_check(struct cli *cli, int argc, char **argv)
 
     if ((status = cli_no_args(cli, argc, argv)) || (status = cli_need_token(cli)))
         return status;
-    if (client_request(&cli->client, "GET", "/v1/admin/ledger/check", NULL, NULL, &c, &err) < 0)
+    if (client_request(&cli->client, "GET", path, NULL, NULL, &c, &err) < 0)
         return cli_fail(&err);
     bool ok = json_is_true(json_object_get(c, "ok"));
-    if (cli->output == OUTPUT_JSON) {
+    if (cli->output == OUTPUT_JSON)
         output_json(stdout, c);
-    } else {
-        printf("ledger %s: %" PRId64 " accounts, %" PRId64 " transactions; %" PRId64
-               " bad balances, %" PRId64 " unbalanced transactions, %" PRId64
-               " bad running balances\n",
-               ok ? "ok" : "NOT CONSISTENT", jint(c, "accounts"), jint(c, "transactions"),
-               jint(c, "bad_balances"), jint(c, "unbalanced_transactions"),
-               jint(c, "bad_running_balances"));
-    }
+    else
+        print(c, ok);
     if (!ok)
-        fputs("suanli: the ledger check found problems\n", stderr);
+        fprintf(stderr, "suanli: the %s check found problems\n", what);
     return ok ? CLI_EXIT_OK : CLI_EXIT_REFUSED;
+}
+
+static int run_ledger_check(struct cli *cli, int argc, char **argv)
+{
+    return run_check(cli, argc, argv, "/v1/admin/ledger/check", "ledger", print_ledger_check);
 }
 
 static int run_billing_check(struct cli *cli, int argc, char **argv)
 {
-    struct sl_error err = SL_ERROR_INIT;
-    cleanup_json json_t *c = NULL;
-    int status;
-
-    if ((status = cli_no_args(cli, argc, argv)) || (status = cli_need_token(cli)))
-        return status;
-    if (client_request(&cli->client, "GET", "/v1/admin/billing/check", NULL, NULL, &c, &err) < 0)
-        return cli_fail(&err);
-    bool ok = json_is_true(json_object_get(c, "ok"));
-    if (cli->output == OUTPUT_JSON) {
-        output_json(stdout, c);
-    } else {
-        char charges[OUTPUT_MONEY_MAX], ledger[OUTPUT_MONEY_MAX];
-        printf("billing %s: %" PRId64 " meters; %" PRId64 " with a wrong charged amount, %" PRId64
-               " whose charges do not add up, %" PRId64 " settled out of place, %" PRId64
-               " charged after release, %" PRId64 " bad settlement keys; charges %s, in the "
-               "ledger %s\n",
-               ok ? "ok" : "NOT CONSISTENT", jint(c, "meters"), jint(c, "bad_charged"),
-               jint(c, "bad_sums"), jint(c, "bad_positions"), jint(c, "charged_after_release"),
-               jint(c, "bad_keys"), output_money(jint(c, "charges_total_micros"), NULL, charges),
-               output_money(jint(c, "ledger_charges_micros"), NULL, ledger));
-    }
-    if (!ok)
-        fputs("suanli: the billing check found problems\n", stderr);
-    return ok ? CLI_EXIT_OK : CLI_EXIT_REFUSED;
+    return run_check(cli, argc, argv, "/v1/admin/billing/check", "billing", print_billing_check);
 }
 
 static int run_billing_run(struct cli *cli, int argc, char **argv)

@@ -30,16 +30,6 @@ static char *instance_path(const char *id, const char *suffix)
     return suffix ? xasprintf("/v1/instances/%s/%s", e, suffix) : xasprintf("/v1/instances/%s", e);
 }
 
-static json_t *instance_get(struct cli *cli, const char *id, struct sl_error *err)
-{
-    cleanup_free char *path = instance_path(id, NULL);
-    json_t *inst = NULL;
-
-    if (client_request(&cli->client, "GET", path, NULL, NULL, &inst, err) < 0)
-        return NULL;
-    return inst;
-}
-
 /* "24 GiB" from MiB, with one decimal when it is not whole. */
 static char *gib(int64_t mib, char *buf)
 {
@@ -140,7 +130,7 @@ static int wait_for(struct cli *cli, json_t **inst, const char *target, int64_t 
         struct timespec pause = { 0, POLL_INTERVAL_NS };
         while (nanosleep(&pause, &pause) < 0 && errno == EINTR)
             ;
-        json_t *next = instance_get(cli, id, &err);
+        json_t *next = cli_instance_get(cli, id, &err);
         if (next) {
             json_decref(*inst);
             *inst = next;
@@ -415,7 +405,7 @@ static int get_one(struct cli *cli, int argc, char **argv, json_t **inst)
         return cli_usage_error(cli, "bad option");
     if ((status = cli_positionals(cli, argc, argv, 1)) || (status = cli_need_token(cli)))
         return status;
-    if (!(*inst = instance_get(cli, argv[optind], &err)))
+    if (!(*inst = cli_instance_get(cli, argv[optind], &err)))
         return cli_fail(&err);
     return CLI_EXIT_OK;
 }

@@ -116,11 +116,10 @@ static int run_plan(struct cli *cli, int argc, char **argv)
     if ((status = cli_need_token(cli)))
         return status;
     cleanup_free char *escaped = client_escape(id);
-    cleanup_free char *path = xasprintf("/v1/instances/%s", escaped);
     cleanup_free char *plan_path = xasprintf("/v1/instances/%s/plan", escaped);
-    cleanup_json json_t *before = NULL, *after = NULL, *balance = NULL;
+    cleanup_json json_t *before = cli_instance_get(cli, id, &err), *after = NULL, *balance = NULL;
     int64_t last = 0, refunded = 0;
-    if (client_request(&cli->client, "GET", path, NULL, NULL, &before, &err) < 0)
+    if (!before)
         return cli_fail(&err);
     /* leaving a plan refunds its unused part: find the refund by what is new */
     bool leaving = prepaid(before) && strcmp(jstr(before, "plan"), plan) != 0;

@@ -68,11 +68,9 @@ static bool state_is(json_t *inst, const char *state)
 static json_t *reachable(struct cli *cli, const char *id, int *status)
 {
     struct sl_error err = SL_ERROR_INIT;
-    cleanup_free char *e = client_escape(id);
-    cleanup_free char *path = xasprintf("/v1/instances/%s", e);
-    cleanup_json json_t *inst = NULL;
+    cleanup_json json_t *inst = cli_instance_get(cli, id, &err);
 
-    if (client_request(&cli->client, "GET", path, NULL, NULL, &inst, &err) < 0) {
+    if (!inst) {
         *status = cli_fail(&err);
         return NULL;
     }

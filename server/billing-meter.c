@@ -233,9 +233,9 @@ static int open_meter(struct store *st, const char *instance_id, const char *ite
 int billing_open_compute(struct server *srv, const char *instance_id, struct sl_error *err)
 {
     struct store *st = srv->store;
-    char item[SL_ID_MAX + 8], mode[8], region[64];
+    char model[SL_ID_MAX], region[64];
     int64_t open, gpus, price;
-    bool covered;
+    bool covered, nogpu;
     int rc;
 
     if (billing_plan_active(st, instance_id, &covered, err) < 0)
@@ -258,24 +258,14 @@ int billing_open_compute(struct server *srv, const char *instance_id, struct sl_
         if (rc == 0)
             return sl_fail(err, SL_E_NOT_FOUND, "no_such_instance", "no instance '%s'",
                            instance_id);
-        snprintf(mode, sizeof(mode), "%s", db_text(rows, 0));
-        if (strcmp(mode, "nogpu") == 0) {
-            snprintf(item, sizeof(item), "%s", CATALOG_NOGPU);
-            gpus = 1;
-        } else {
-            snprintf(item, sizeof(item), "gpu:%s", db_text(rows, 1));
-            gpus = db_int(rows, 2);
-        }
+        nogpu = strcmp(db_text(rows, 0), "nogpu") == 0;
+        snprintf(model, sizeof(model), "%s", db_text(rows, 1));
+        gpus = nogpu ? 1 : db_int(rows, 2);
         snprintf(region, sizeof(region), "%s", db_text(rows, 3));
     }
-    rc = catalog_price_at(st, item, region, sl_time_now(), &price, NULL, err);
-    if (rc < 0)
+    if (catalog_hourly_price(st, nogpu ? NULL : model, region, &price, err) < 0)
         return -1;
-    if (rc == 0)
-        return sl_fail(err, SL_E_CONFLICT, "no_price",
-                       "this machine has no price in region '%s' yet: ask the operator", region);
-    return open_meter(st, instance_id, strcmp(mode, "nogpu") == 0 ? "nogpu" : "gpu", gpus, price,
-                      HOUR, err);
+    return open_meter(st, instance_id, nogpu ? "nogpu" : "gpu", gpus, price, HOUR, err);
 }
 
 int billing_open_storage(struct server *srv, const char *instance_id, struct sl_error *err)

@@ -89,23 +89,15 @@ static int plan_load(struct store *st, const char *id, struct plan_row *p, struc
 static int price_of(struct server *srv, const struct plan_row *p, const char *plan, int64_t *price,
                     struct sl_error *err)
 {
-    char item[SL_ID_MAX + 8];
     int64_t period, hourly, rate, total;
     int which = billing_plan_period(plan, &period, err);
-    int rc;
 
     if (which < 0)
         return -1;
     if (which == 0)
         return sl_fail(err, SL_E_INTERNAL, NULL, "BUG: pay-as-you-go has no price");
-    snprintf(item, sizeof(item), "gpu:%s", p->model_id);
-    rc = catalog_price_at(srv->store, item, p->region, sl_time_now(), &hourly, NULL, err);
-    if (rc < 0)
-        return -1;
-    if (rc == 0)
-        return sl_fail(err, SL_E_CONFLICT, "no_price",
-                       "this machine has no price in region '%s' yet: ask the operator", p->region);
-    if (sl_money_mul(hourly, p->gpus, &rate, err) < 0 ||
+    if (catalog_hourly_price(srv->store, p->model_id, p->region, &hourly, err) < 0 ||
+        sl_money_mul(hourly, p->gpus, &rate, err) < 0 ||
         sl_money_mul(rate, period / 3600, &total, err) < 0)
         return -1;
     /* percent of the full price, rounded down: the discount never costs */

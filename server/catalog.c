@@ -81,6 +81,23 @@ int catalog_price_at(struct store *st, const char *item, const char *region, int
     return rc;
 }
 
+int catalog_hourly_price(struct store *st, const char *model_id, const char *region, int64_t *price,
+                         struct sl_error *err)
+{
+    char item[SL_ID_MAX + 8];
+    int rc;
+
+    if (model_id)
+        snprintf(item, sizeof(item), "gpu:%s", model_id);
+    else
+        snprintf(item, sizeof(item), "%s", CATALOG_NOGPU);
+    rc = catalog_price_at(st, item, region, sl_time_now(), price, NULL, err);
+    if (rc == 0)
+        return sl_fail(err, SL_E_CONFLICT, "no_price",
+                       "this machine has no price in region '%s' yet: ask the operator", region);
+    return rc < 0 ? -1 : 0;
+}
+
 static int seed_prices(struct store *st, json_t *prices, struct sl_error *err)
 {
     static const struct {

@@ -26,6 +26,11 @@ int catalog_price_at(struct store *st, const char *item, const char *region, int
                      int64_t *amount, int64_t *free_gib, struct sl_error *err);
 
 /* Loads a JSON catalog (etc/catalog.sample.json) when the catalog is empty. */
+/* The hourly price now of one GPU of model_id in region, or of no-GPU mode
+ * (model_id NULL); 409 "no_price" when the catalog has none. */
+int catalog_hourly_price(struct store *st, const char *model_id, const char *region, int64_t *price,
+                         struct sl_error *err);
+
 int catalog_seed_file(struct server *srv, const char *path, struct sl_error *err);
 
 #endif

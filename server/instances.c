@@ -75,23 +75,11 @@ static int bump_node(struct store *st, const char *node_id, struct sl_error *err
 static int hourly_rate(struct store *st, const char *model_id, int64_t n, const char *region,
                        bool nogpu, int64_t *rate, struct sl_error *err)
 {
-    char item[SL_ID_MAX + 8];
-    int64_t price = 0;
-    int rc;
+    int64_t price;
 
-    if (nogpu) {
-        rc = catalog_price_at(st, CATALOG_NOGPU, region, sl_time_now(), &price, NULL, err);
-        n = 1;
-    } else {
-        snprintf(item, sizeof(item), "gpu:%s", model_id);
-        rc = catalog_price_at(st, item, region, sl_time_now(), &price, NULL, err);
-    }
-    if (rc < 0)
+    if (catalog_hourly_price(st, nogpu ? NULL : model_id, region, &price, err) < 0)
         return -1;
-    if (rc == 0)
-        return sl_fail(err, SL_E_CONFLICT, "no_price",
-                       "this machine has no price in region '%s' yet: ask the operator", region);
-    return sl_money_mul(price, n, rate, err);
+    return sl_money_mul(price, nogpu ? 1 : n, rate, err);
 }
 
 /* Starting needs a balance that covers an hour at the rate (DESIGN.md 4). */
