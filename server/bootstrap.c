@@ -1,5 +1,6 @@
 #include "bootstrap.h"
 #include "accounts.h"
+#include "secrets.h"
 
 #include "../lib/cleanup.h"
 #include "../lib/crypto.h"
@@ -34,11 +35,13 @@ int bootstrap_secrets(struct server *srv, struct sl_error *err)
         if (errno != ENOENT)
             return sl_fail_errno(err, "unable to open '%s'", path);
         randombytes_buf(srv->id_hash_key, sizeof(srv->id_hash_key));
+        secrets_init(srv);
         return write_secret_file(path, srv->id_hash_key, sizeof(srv->id_hash_key), err);
     }
     if (read(fd, srv->id_hash_key, sizeof(srv->id_hash_key)) != (ssize_t)sizeof(srv->id_hash_key))
         return sl_fail(err, SL_E_INTERNAL, "bad_secret",
                        "'%s' is not a 32-byte key: restore it from a backup", path);
+    secrets_init(srv);
     return 0;
 }
 

@@ -62,6 +62,8 @@ struct server {
     struct store *store;
     /* key for hashing ID numbers (sl_keyed_hash_hex); kept in the data dir */
     unsigned char id_hash_key[32];
+    /* derived from it: seals instance secrets at rest (secrets.h) */
+    unsigned char seal_key[32];
     int64_t started_at;
 };
 

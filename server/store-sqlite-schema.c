@@ -323,5 +323,22 @@ const char *const sqlite_migrations[] = {
     "ALTER TABLE instances ADD COLUMN idle_warned INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE users ADD COLUMN idle_stop_default INTEGER NOT NULL DEFAULT 0;"
     "CREATE INDEX instances_stop_at ON instances (stop_at) WHERE stop_at IS NOT NULL;",
+
+    /* 6: the renter boundary (docs/design/threat-model.md) */
+    /* join tokens are single-use unless created with more uses; NULL: the
+     * tokens made before this migration, reusable until they expire */
+    "ALTER TABLE join_tokens ADD COLUMN max_uses INTEGER;"
+    "ALTER TABLE join_tokens ADD COLUMN uses INTEGER NOT NULL DEFAULT 0;"
+    /* what a node needs to set the root password: a crypt(3) hash; the
+     * plaintext (shown to the owner) is sealed with the store's key */
+    "ALTER TABLE instances ADD COLUMN root_password_crypt TEXT NOT NULL DEFAULT '';"
+    /* a plan's pay-as-you-go rate when bought: leaving early charges the
+     * time used at it (never a discount path) */
+    "ALTER TABLE instances ADD COLUMN plan_hourly_micros INTEGER NOT NULL DEFAULT 0;"
+    /* per-address rate limits that are not login failures (registrations) */
+    "CREATE TABLE rate_events ("
+    "  subject TEXT NOT NULL,"
+    "  at INTEGER NOT NULL);"
+    "CREATE INDEX rate_events_subject ON rate_events(subject, at);",
     0,
 };
