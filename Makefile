@@ -3,7 +3,7 @@
 
 BUILD   ?= build
 CC      ?= cc
-PKGS    := libmicrohttpd jansson libcurl sqlite3 libsodium yaml-0.1 libarchive
+PKGS    := libmicrohttpd jansson libcurl sqlite3 libsodium yaml-0.1 libarchive liblzma
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wvla -Wwrite-strings -Wformat=2 \
            -Wno-format-nonliteral -Wno-format-truncation -Werror
 CFLAGS  ?= -O2 -g
@@ -14,7 +14,7 @@ ifeq ($(SAN),1)
 endif
 ALL_CFLAGS = -std=gnu11 $(WARN) $(CFLAGS) -D_GNU_SOURCE -MMD -MP \
              $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-LIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -ldl
+LIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lcrypt -lpthread -ldl
 
 LIB_SRC     := $(wildcard lib/*.c)
 SERVER_SRC  := $(filter-out server/main.c,$(wildcard server/*.c))

@@ -3,6 +3,7 @@
  * (DESIGN.md section 4). */
 #include "cli.h"
 
+#include "../lib/timefmt.h"
 #include "../lib/buf.h"
 #include "../lib/cleanup.h"
 #include "../lib/json.h"
@@ -169,7 +170,7 @@ static char *seconds_text(int64_t s, bool csv)
 
     if (csv)
         return xasprintf("%" PRId64, s);
-    return xstrdup(output_duration(s, buf));
+    return xstrdup(sl_duration_format(s, buf));
 }
 
 static void print_bill(struct cli *cli, json_t *bill, const char *by)

@@ -195,7 +195,7 @@ static const char *release_countdown(json_t *inst, char *buf)
 
     if (!seconds_until(jstr(inst, "release_at"), &left))
         return NULL;
-    return left > 0 ? output_duration(left, buf) : "due now";
+    return left > 0 ? sl_duration_format(left, buf) : "due now";
 }
 
 /* The instance's SSH access: the command and the root password. */

@@ -1,6 +1,7 @@
 /* balance and ledger. */
 #include "cli.h"
 
+#include "../lib/timefmt.h"
 #include "../lib/cleanup.h"
 #include "../lib/json.h"
 #include "../lib/xalloc.h"
@@ -41,7 +42,7 @@ static int run_balance(struct cli *cli, int argc, char **argv)
     if (per_hour > 0 && json_is_integer(covers)) {
         if (json_integer_value(covers) > 0)
             snprintf(lasts, sizeof(lasts), "about %s at %s/h",
-                     output_duration(json_integer_value(covers), d), rate);
+                     sl_duration_format(json_integer_value(covers), d), rate);
         else
             snprintf(lasts, sizeof(lasts),
                      "not at all: top up, or running instances are stopped (reason balance)");

@@ -10,7 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#define NODE_DATA_DIR "/var/lib/suanli-node"
+#define NODE_DATA_DIR   "/var/lib/suanli-node"
+#define JOIN_TOKEN_FILE "/root/suanli-join-token"
 
 /* "24 GiB" from MiB, with one decimal when it is not whole. */
 static char *gib(int64_t mib, char *buf)
@@ -113,10 +114,16 @@ static int run_node_show(struct cli *cli, int argc, char **argv)
         output_json(stdout, node);
         return CLI_EXIT_OK;
     }
-    char gpus[192], cpu[32], mem[32], disk[64], heartbeat[32], created[32];
+    char gpus[192], cpu[32], mem[32], disk[64], disks[160], heartbeat[32], created[32];
     snprintf(cpu, sizeof(cpu), "%" PRId64 " cores", jint(node, "cpu_cores"));
     snprintf(disk, sizeof(disk), "%" PRId64 " GiB free of %" PRId64 " GiB",
              jint(node, "disk_free_gib"), jint(node, "disk_total_gib"));
+    json_t *d = json_object_get(node, "disk");
+    snprintf(disks, sizeof(disks),
+             "%" PRId64 " GiB promised of %" PRId64 " GiB (reserve %" PRId64
+             " GiB, overcommit %" PRId64 "%%)",
+             jint(d, "promised_gib"), jint(d, "capacity_gib"), jint(d, "reserve_gib"),
+             jint(d, "overcommit_percent"));
     const struct output_pair pairs[] = {
         { "id", jstr(node, "id") },
         { "hostname", jstr(node, "hostname") },
@@ -127,6 +134,7 @@ static int run_node_show(struct cli *cli, int argc, char **argv)
         { "cpu", cpu },
         { "memory", gib(jint(node, "memory_mib"), mem) },
         { "disk", disk },
+        { "instance disks", disks },
         { "driver", jstr(node, "driver_version") },
         { "cuda", jstr(node, "cuda_version") },
         { "agent", jstr(node, "agent_version") },
@@ -171,11 +179,12 @@ static int run_join_token_create(struct cli *cli, int argc, char **argv)
     static const struct option opts[] = {
         { "region", required_argument, NULL, 'r' },
         { "hours", required_argument, NULL, 'h' },
+        { "uses", required_argument, NULL, 'u' },
         { 0 },
     };
     struct sl_error err = SL_ERROR_INIT;
     const char *region = NULL;
-    int64_t hours = 0;
+    int64_t hours = 0, uses = 1;
     int c, status;
 
     while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
@@ -183,6 +192,9 @@ static int run_join_token_create(struct cli *cli, int argc, char **argv)
             region = optarg;
         else if (c == 'h') {
             if (cli_parse_int(cli, "--hours", optarg, 1, 24 * 365, &hours) < 0)
+                return CLI_EXIT_USAGE;
+        } else if (c == 'u') {
+            if (cli_parse_int(cli, "--uses", optarg, 1, 10000, &uses) < 0)
                 return CLI_EXIT_USAGE;
         } else
             return cli_usage_error(cli, "bad option");
@@ -193,7 +205,8 @@ static int run_join_token_create(struct cli *cli, int argc, char **argv)
         return cli_usage_error(cli, "give --region (see suanli admin region ls)");
     if ((status = cli_need_token(cli)))
         return status;
-    cleanup_json json_t *body = json_pack("{s:s}", "region", region);
+    cleanup_json json_t *body =
+        json_pack("{s:s, s:I}", "region", region, "max_uses", (json_int_t)uses);
     if (hours)
         json_object_set_new(body, "expires_in_hours", json_integer(hours));
     cleanup_json json_t *tok = NULL;
@@ -204,11 +217,13 @@ static int run_join_token_create(struct cli *cli, int argc, char **argv)
         return CLI_EXIT_OK;
     }
     char expires[32];
-    printf("created join token %s for region %s, expires %s\n%s\n\n"
-           "on the new host, run:\n  suanli-node --server %s --join %s --data-dir " NODE_DATA_DIR
-           "\n",
-           jstr(tok, "id"), jstr(tok, "region"), output_time(jstr(tok, "expires_at"), expires),
-           jstr(tok, "token"), cli->server, jstr(tok, "token"));
+    int64_t max = jint(tok, "max_uses");
+    printf("created join token %s for region %s (%" PRId64 " host%s), expires %s\n%s\n\n"
+           "on the new host, put it in a file only root reads, then start the agent with it:\n"
+           "  (umask 077; cat > " JOIN_TOKEN_FILE ")    # paste the token, Enter, Ctrl-D\n"
+           "  suanli-node --server %s --join " JOIN_TOKEN_FILE " --data-dir " NODE_DATA_DIR "\n",
+           jstr(tok, "id"), jstr(tok, "region"), max, max == 1 ? "" : "s",
+           output_time(jstr(tok, "expires_at"), expires), jstr(tok, "token"), cli->server);
     fputs("copy it now: it is not shown again\n", stderr);
     return CLI_EXIT_OK;
 }
@@ -227,15 +242,21 @@ static int run_join_token_ls(struct cli *cli, int argc, char **argv)
         output_json(stdout, list);
         return CLI_EXIT_OK;
     }
-    static const char *const headers[] = { "ID", "REGION", "CREATED", "EXPIRES" };
+    static const char *const headers[] = { "ID", "REGION", "USES", "CREATED", "EXPIRES" };
     struct table t;
     size_t i;
     json_t *tok;
     table_init(&t, ARRAY_SIZE(headers), headers);
     json_array_foreach(json_object_get(list, "items"), i, tok)
     {
-        char created[32], expires[32];
-        const char *row[] = { jstr(tok, "id"), jstr(tok, "region"),
+        char created[32], expires[32], uses[48];
+        json_t *max = json_object_get(tok, "max_uses");
+        if (json_is_integer(max))
+            snprintf(uses, sizeof(uses), "%" PRId64 "/%" PRId64, jint(tok, "uses"),
+                     (int64_t)json_integer_value(max));
+        else /* made before uses were counted */
+            snprintf(uses, sizeof(uses), "%" PRId64 "/any", jint(tok, "uses"));
+        const char *row[] = { jstr(tok, "id"), jstr(tok, "region"), uses,
                               output_time(jstr(tok, "created_at"), created),
                               output_time(jstr(tok, "expires_at"), expires) };
         table_add(&t, row);
@@ -267,9 +288,9 @@ const struct cli_command cmd_admin_node_show = {
 
 const struct cli_command cmd_admin_join_token_create = {
     .name = "admin join-token create",
-    .usage = "--region REGION [--hours N]",
-    .summary = "make a token for hosts to join a region (shown once; reusable until it expires or "
-               "is revoked)",
+    .usage = "--region REGION [--hours N] [--uses N]",
+    .summary = "make a token for hosts to join a region (shown once; one host joins with it, N "
+               "with --uses N, until it expires or is revoked)",
     .run = run_join_token_create,
 };
 
@@ -277,7 +298,7 @@ const struct cli_command cmd_admin_join_token_ls = {
     .name = "admin join-token ls",
     .aliases = { "admin join-token list", "admin join-tokens" },
     .usage = "",
-    .summary = "list the unexpired join tokens",
+    .summary = "list the unexpired join tokens with their uses (used/most)",
     .run = run_join_token_ls,
 };
 

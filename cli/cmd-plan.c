@@ -1,6 +1,7 @@
 /* plan: move an instance to a prepaid plan (a day, a week, a month of its
- * GPUs, paid up front at a discount) or back to pay-as-you-go, which
- * refunds the unused part (DESIGN.md section 4). */
+ * GPUs, paid up front at a discount) or back to pay-as-you-go, which refunds
+ * the price less the time used at the pay-as-you-go rate
+ * (docs/design/billing.md). */
 #include "cli.h"
 
 #include "../lib/cleanup.h"
@@ -74,8 +75,13 @@ static void print_outcome(json_t *before, json_t *after, int64_t refunded, const
     if (prepaid(after))
         printf("; %s", renews ? "renews automatically while the balance allows"
                               : "then the instance stops (--auto-renew renews it)");
+    bool left = prepaid(before) && strcmp(jstr(before, "plan"), plan) != 0;
     if (refunded > 0)
-        printf("; %s refunded for the unused %s plan", output_money(refunded, currency, back),
+        printf("; %s refunded: the %s plan's price less the time used at the pay-as-you-go rate",
+               output_money(refunded, currency, back), jstr(before, "plan"));
+    else if (left)
+        printf("; nothing refunded: the time used at the pay-as-you-go rate costs at least the "
+               "%s plan's price",
                jstr(before, "plan"));
     putchar('\n');
 }
@@ -151,6 +157,7 @@ const struct cli_command cmd_plan = {
     .aliases = { "instance plan" },
     .usage = "ID day|week|month|payg [--auto-renew|--no-auto-renew]",
     .summary = "prepay an instance's GPUs for a day, week or month (at a discount, GPUs kept "
-               "while stopped), or go back to pay-as-you-go (the unused part is refunded)",
+               "while stopped), or go back to pay-as-you-go (refunds the price less the time used "
+               "at the pay-as-you-go rate)",
     .run = run_plan,
 };

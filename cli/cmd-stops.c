@@ -40,7 +40,7 @@ static const char *local_time_text(const char *rfc3339, char *buf, size_t size)
     struct tm tm;
     localtime_r(&tt, &tm);
     strftime(when, sizeof(when), "%Y-%m-%d %H:%M %Z", &tm);
-    snprintf(buf, size, "%s (in %s)", when, output_duration(t - (int64_t)time(NULL), in));
+    snprintf(buf, size, "%s (in %s)", when, sl_duration_format(t - (int64_t)time(NULL), in));
     return buf;
 }
 
@@ -59,7 +59,7 @@ const char *cli_idle_stop_text(json_t *inst, char *buf, size_t size)
         snprintf(buf, size, "off%s",
                  source && strcmp(source, "account") == 0 ? " (the account's default)" : "");
     else
-        snprintf(buf, size, "after %s idle%s", output_duration(after, d),
+        snprintf(buf, size, "after %s idle%s", sl_duration_format(after, d),
                  source && strcmp(source, "account") == 0 ? " (the account's default)" : "");
     return buf;
 }
@@ -147,7 +147,7 @@ static int print_default(struct cli *cli, json_t *j)
     }
     if (jint(j, "after_seconds") > 0)
         printf("idle stop by default: after %s idle\n",
-               output_duration(jint(j, "after_seconds"), d));
+               sl_duration_format(jint(j, "after_seconds"), d));
     else
         printf("idle stop by default: off\n");
     return CLI_EXIT_OK;

@@ -198,21 +198,6 @@ char *output_money_signed(int64_t micros, const char *currency, char *buf)
     return money(micros, currency, true, buf);
 }
 
-char *output_duration(int64_t s, char *buf)
-{
-    if (s < 0)
-        s = 0;
-    if (s >= 86400)
-        snprintf(buf, 32, "%" PRId64 "d %" PRId64 "h", s / 86400, s % 86400 / 3600);
-    else if (s >= 3600)
-        snprintf(buf, 32, "%" PRId64 "h %" PRId64 "m", s / 3600, s % 3600 / 60);
-    else if (s >= 60)
-        snprintf(buf, 32, "%" PRId64 "m %" PRId64 "s", s / 60, s % 60);
-    else
-        snprintf(buf, 32, "%" PRId64 "s", s);
-    return buf;
-}
-
 const char *output_time(const char *t, char *buf)
 {
     if (!t || strlen(t) < 16)

@@ -52,10 +52,6 @@ char *output_money(int64_t micros, const char *currency, char *buf);
 /* Like output_money with an explicit '+' for positive amounts. */
 char *output_money_signed(int64_t micros, const char *currency, char *buf);
 
-/* "3d 4h", "2h 5m", "45s"; negative durations as "0s". buf holds 32
- * bytes. */
-char *output_duration(int64_t seconds, char *buf);
-
 /* The "YYYY-MM-DD HH:MM" part of an RFC 3339 string, or "-" when NULL;
  * buf holds 32 bytes. */
 const char *output_time(const char *rfc3339, char *buf);

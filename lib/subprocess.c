@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
@@ -39,6 +40,8 @@ static void child(const struct sl_subprocess *sp, int in_fd, int out_fd, int err
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     signal(SIGPIPE, SIG_DFL);
+    if (sp->shared_files)
+        umask(022);
     char *const *envp = sp->envp ? (char *const *)sp->envp : environ;
     execvpe(sp->argv[0], (char *const *)sp->argv, envp);
     int e = errno;

@@ -3,6 +3,7 @@
 #ifndef SL_SUBPROCESS_H
 #define SL_SUBPROCESS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "buf.h"
@@ -19,6 +20,9 @@ struct sl_subprocess {
      * instead of pipes: for programs that leave a daemon behind holding them
      * (`runc run -d`). out and err are then unused. */
     const char *log_path;
+    /* The child runs with umask 022 instead of the caller's 077 (private.h):
+     * it makes files that others read, such as an image's. */
+    bool shared_files;
 };
 
 /* Runs the program to completion. Returns its exit status (0..255), or 128 +

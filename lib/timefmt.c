@@ -1,6 +1,7 @@
 #include "timefmt.h"
 
 #include <ctype.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -99,4 +100,20 @@ bad:
     return sl_fail(err, SL_E_INVALID, "invalid_duration",
                    "'%s' is not a duration: write a number with s, m, h or d, such as 15m or 7d",
                    s);
+}
+
+char *sl_duration_format(int64_t s, char *buf)
+{
+    if (s < 0)
+        s = 0;
+    if (s >= 86400)
+        snprintf(buf, SL_DURATION_FORMAT_MAX, "%" PRId64 "d %" PRId64 "h", s / 86400,
+                 s % 86400 / 3600);
+    else if (s >= 3600)
+        snprintf(buf, SL_DURATION_FORMAT_MAX, "%" PRId64 "h %" PRId64 "m", s / 3600, s % 3600 / 60);
+    else if (s >= 60)
+        snprintf(buf, SL_DURATION_FORMAT_MAX, "%" PRId64 "m %" PRId64 "s", s / 60, s % 60);
+    else
+        snprintf(buf, SL_DURATION_FORMAT_MAX, "%" PRId64 "s", s);
+    return buf;
 }

@@ -24,4 +24,10 @@ int sl_time_parse(const char *s, int64_t *out, struct sl_error *err);
 /* Durations: "30s", "15m", "2h", "7d", or plain seconds. */
 int sl_duration_parse(const char *s, int64_t *seconds, struct sl_error *err);
 
+#define SL_DURATION_FORMAT_MAX 32
+
+/* Its two largest units, for people: "3d 4h", "2h 5m", "1m 30s", "45s"
+ * (a negative duration reads "0s"); buf holds SL_DURATION_FORMAT_MAX. */
+char *sl_duration_format(int64_t seconds, char *buf);
+
 #endif

@@ -21,9 +21,11 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sodium.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -32,6 +34,9 @@
 #include <unistd.h>
 
 #define AGENT_VERSION "0.1.0"
+
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x)  STRINGIFY_(x)
 
 #define OPT(n, t, d, lo, hi, field, h)                                                             \
     {                                                                                              \
@@ -43,7 +48,9 @@ const struct sl_option agent_options[] = {
     OPT("data_dir", SL_OPT_STRING, "/var/lib/suanli-node", 0, 0, data_dir,
         "images, disks and instance state"),
     OPT("server", SL_OPT_STRING, "http://127.0.0.1:7070", 0, 0, server, "suanlid's URL"),
-    OPT("join", SL_OPT_STRING, NULL, 0, 0, join, "join token for the first start"),
+    OPT("join", SL_OPT_STRING, NULL, 0, 0, join,
+        "file holding the join token for the first start ('-': read it from stdin); never the "
+        "token itself"),
     OPT("simulate_gpus", SL_OPT_STRING, NULL, 0, 0, simulate_gpus,
         "COUNT:MODEL simulated GPUs for a host without NVIDIA GPUs"),
     OPT("address", SL_OPT_STRING, NULL, 0, 0, address,
@@ -59,12 +66,36 @@ const struct sl_option agent_options[] = {
     OPT("ssh_wait_ms", SL_OPT_INT, "10000", 100, 600000, ssh_wait_ms,
         "how long a start waits for sshd's banner before it fails"),
     OPT("proxy.listen", SL_OPT_STRING, "0.0.0.0:8080", 0, 0, proxy_listen,
-        "where the service ports' nginx listens (PORT or HOST:PORT)"),
+        "where the service ports' nginx listens (PORT, IPV4:PORT or [IPV6]:PORT)"),
     OPT("proxy.nginx", SL_OPT_STRING, "nginx", 0, 0, proxy_nginx,
         "the nginx binary; \"off\": no service ports on this node"),
     OPT("metadata.port", SL_OPT_INT, "8775", 0, 65535, metadata_port,
         "port on the bridge's gateway that 169.254.169.254:80 inside instances maps to; 0: off"),
+    OPT("images.max_bytes", SL_OPT_INT, STRINGIFY(IMAGE_MAX_BYTES_DEFAULT), 1 << 20, 1LL << 50,
+        image_max_bytes,
+        "an image import unpacks at most this many bytes (uncompressed tar, all layers)"),
+    OPT("images.max_entries", SL_OPT_INT, STRINGIFY(IMAGE_MAX_ENTRIES_DEFAULT), 16, 1LL << 32,
+        image_max_entries, "an image import unpacks at most this many files (all layers)"),
+    OPT("images.max_file_bytes", SL_OPT_INT, STRINGIFY(IMAGE_MAX_FILE_BYTES_DEFAULT), 1 << 10,
+        1LL << 50, image_max_file_bytes,
+        "the largest file an image may hold (a sparse file's holes count)"),
+    OPT("images.max_path_depth", SL_OPT_INT, STRINGIFY(IMAGE_MAX_PATH_DEPTH_DEFAULT), 8, 2048,
+        image_max_path_depth, "the deepest path an image may hold, in directories"),
+    OPT("images.min_free_bytes", SL_OPT_INT, STRINGIFY(IMAGE_MIN_FREE_BYTES_DEFAULT), 0, 1LL << 50,
+        image_min_free_bytes,
+        "an image import stops before the data directory's file system has less free; 0: off"),
 };
+
+void agent_image_limits(const struct agent_config *cfg, struct image_limits *out)
+{
+    *out = (struct image_limits){
+        .max_bytes = (uint64_t)cfg->image_max_bytes,
+        .max_entries = (uint64_t)cfg->image_max_entries,
+        .max_file_bytes = (uint64_t)cfg->image_max_file_bytes,
+        .max_path_depth = (uint64_t)cfg->image_max_path_depth,
+        .min_free_bytes = (uint64_t)cfg->image_min_free_bytes,
+    };
+}
 
 const size_t agent_options_count = sizeof(agent_options) / sizeof(agent_options[0]);
 
@@ -87,6 +118,7 @@ struct agent {
     struct proxy proxy;
     char *proxy_dir;
     bool proxy_warned;
+    bool pin_warned;                  /* net_pin failed; said once until it works again */
     struct metadata_server *metadata; /* http://169.254.169.254/ inside */
 };
 
@@ -110,23 +142,100 @@ static int load_identity(struct agent *a, struct sl_error *err)
     return 1;
 }
 
+#define JOIN_TOKEN_MAX 128
+
+static bool looks_like_token(const char *s)
+{
+    return strncmp(s, "sl_", 3) == 0 && !strchr(s, '/');
+}
+
+int agent_join_source_check(const char *value, struct sl_error *err)
+{
+    if (strcmp(value, "-") == 0 || access(value, F_OK) == 0 || !looks_like_token(value))
+        return 0;
+    return sl_fail(err, SL_E_INVALID, "join_token_on_command_line",
+                   "--join takes a FILE holding the join token, or - to read it from stdin, not "
+                   "the token itself (on the command line it shows in the process list): "
+                   "(umask 077; cat > /root/suanli-join-token), paste the token, then "
+                   "--join /root/suanli-join-token");
+}
+
+/* The join token from source: "-" (stdin) or a file, one line. */
+static int read_join_token(const char *source, char *token, struct sl_error *err)
+{
+    bool stdin_ = strcmp(source, "-") == 0;
+    const char *name = stdin_ ? "stdin" : source;
+    char buf[JOIN_TOKEN_MAX + 64];
+    size_t n = 0;
+    ssize_t got;
+    cleanup_close int fd = stdin_ ? -1 : open(source, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    int in = stdin_ ? STDIN_FILENO : fd;
+    struct stat st;
+
+    if (in < 0 || fstat(in, &st) < 0)
+        return sl_fail_errno(err,
+                             "--join: unable to read '%s' (it takes a file holding the "
+                             "join token, or - to read it from stdin)",
+                             name);
+    if (!stdin_ && !S_ISREG(st.st_mode))
+        return sl_fail(err, SL_E_INVALID, "bad_join_token",
+                       "--join: '%s' is not a file: give a file holding the join token, or - to "
+                       "read it from stdin",
+                       name);
+    if (!stdin_ && (st.st_mode & 077))
+        log_warn("agent: '%s' is readable by others (mode %03o): a join token is a secret, "
+                 "chmod 600 it or remove it once the host has joined",
+                 name, (unsigned)(st.st_mode & 0777));
+    while (n < sizeof(buf) - 1 && (got = read(in, buf + n, sizeof(buf) - 1 - n)) != 0) {
+        if (got < 0) {
+            if (errno == EINTR)
+                continue;
+            return sl_fail_errno(err, "--join: unable to read '%s'", name);
+        }
+        n += (size_t)got;
+        buf[n] = '\0';
+        /* one line is enough: a pasted token and Enter, no Ctrl-D needed */
+        char *nl = strchr(buf, '\n');
+        if (nl && strspn(buf, " \t\r\n") < (size_t)(nl - buf))
+            break;
+    }
+    buf[n] = '\0';
+    char *s = buf + strspn(buf, " \t\r\n");
+    size_t len = strcspn(s, "\r\n");
+    while (len && (s[len - 1] == ' ' || s[len - 1] == '\t'))
+        len--;
+    s[len] = '\0';
+    if (!len || len > JOIN_TOKEN_MAX ||
+        strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != len)
+        return sl_fail(err, SL_E_INVALID, "bad_join_token",
+                       "--join: '%s' does not hold a join token (one line, as suanli admin "
+                       "join-token create printed it)",
+                       name);
+    memcpy(token, s, len + 1);
+    sodium_memzero(buf, sizeof(buf));
+    return 0;
+}
+
 static int enroll(struct agent *a, struct sl_error *err)
 {
     cleanup_json json_t *inv = inventory_json(&a->gpus, a->cfg->data_dir, AGENT_VERSION, err);
     cleanup_json json_t *out = NULL;
-    char host[256];
+    char host[256], join[JOIN_TOKEN_MAX + 1];
 
     if (!inv)
         return -1;
     if (!a->cfg->join)
         return sl_fail(err, SL_E_INVALID, "not_enrolled",
-                       "this host is not enrolled yet: start it once with --join TOKEN (make one "
-                       "with suanli admin join-token create --region R)");
+                       "this host is not enrolled yet: start it once with --join FILE, a file "
+                       "holding a join token (make one with suanli admin join-token create "
+                       "--region R), or --join - to read it from stdin");
+    if (read_join_token(a->cfg->join, join, err) < 0)
+        return -1;
     if (!a->cfg->hostname)
         gethostname(host, sizeof(host));
-    cleanup_json json_t *body = json_pack("{s:s, s:s, s:s, s:O}", "join_token", a->cfg->join,
-                                          "hostname", a->cfg->hostname ? a->cfg->hostname : host,
-                                          "address", a->cfg->address, "inventory", inv);
+    cleanup_json json_t *body = json_pack("{s:s, s:s, s:s, s:O}", "join_token", join, "hostname",
+                                          a->cfg->hostname ? a->cfg->hostname : host, "address",
+                                          a->cfg->address, "inventory", inv);
     if (client_request(&a->client, "POST", "/v1/nodes/enroll", body, NULL, &out, err) < 0) {
         sl_error_prefix(err, "enroll at %s", a->cfg->server);
         return -1;
@@ -231,7 +340,7 @@ static int start_one(struct agent *a, json_t *d, struct sl_error *err)
         .system_disk_gib = (unsigned)json_integer_value(json_object_get(d, "system_disk_gib")),
         .data_disk_gib = (unsigned)json_integer_value(json_object_get(d, "data_disk_gib")),
         .host_port = (unsigned)json_integer_value(json_object_get(d, "ssh_port")),
-        .root_password = json_string_value(json_object_get(d, "root_password")),
+        .root_password_crypt = json_string_value(json_object_get(d, "root_password_crypt")),
         .authorized_keys = json_string_value(json_object_get(d, "authorized_keys")),
         .cpu_millicores = (unsigned)json_integer_value(json_object_get(d, "cpu_millicores")),
         .memory_mib = (uint64_t)json_integer_value(json_object_get(d, "memory_mib")),
@@ -251,7 +360,7 @@ static int start_one(struct agent *a, json_t *d, struct sl_error *err)
     cleanup_free char *path = generation_path(a, id);
     char text[32];
     int n = snprintf(text, sizeof(text), "%lld\n", (long long)generation);
-    return fs_write_file(path, text, (size_t)n, 0644, err);
+    return fs_write_file(path, text, (size_t)n, 0600, err);
 }
 
 /* Brings one instance to what is desired; true when it did something. */
@@ -370,7 +479,9 @@ static int fetch_and_import(struct agent *a, const struct build_job *job, struct
                        "the archive arrived with SHA-256 %s, not %s: upload it again", got,
                        job->sha256);
     }
-    rc = image_import(a->cfg->data_dir, file, job->name, err);
+    struct image_limits limits;
+    agent_image_limits(a->cfg, &limits);
+    rc = image_import(a->cfg->data_dir, file, job->name, &limits, err);
     unlink(file);
     return rc;
 }
@@ -533,8 +644,13 @@ static int setup_proxy(struct agent *a, struct sl_error *err)
         return 0;
     if (!proxy_listen_valid(cfg->proxy_listen))
         return sl_fail(err, SL_E_INVALID, "invalid_option",
-                       "option 'proxy.listen': '%s' is not PORT, HOST:PORT or [V6]:PORT",
+                       "option 'proxy.listen': '%s' is not PORT, IPV4:PORT or [IPV6]:PORT",
                        cfg->proxy_listen);
+    if (!proxy_auth_url_valid(cfg->server))
+        return sl_fail(err, SL_E_INVALID, "invalid_option",
+                       "option 'server': nginx asks suanlid at '%s', which is not "
+                       "http[s]://HOST[:PORT] (or set proxy.nginx = off)",
+                       cfg->server);
     if (!(abs = realpath(cfg->data_dir, NULL)))
         return sl_fail_errno(err, "unable to resolve '%s'", cfg->data_dir);
     a->proxy_dir = xasprintf("%s/proxy", abs);
@@ -544,6 +660,9 @@ static int setup_proxy(struct agent *a, struct sl_error *err)
     a->proxy = (struct proxy){ .s = { .dir = a->proxy_dir,
                                       .listen = cfg->proxy_listen,
                                       .auth_url = cfg->server,
+                                      /* filled by enrollment before the first sync */
+                                      .node_id = a->node_id,
+                                      .node_token = a->token,
                                       .drop_privileges = geteuid() == 0 },
                                .nginx = cfg->proxy_nginx };
     return 0;
@@ -645,6 +764,16 @@ int agent_run(struct agent_config *cfg, volatile bool *stop, struct sl_error *er
         }
         if (fresh)
             a.first_pass = false; /* converged to what suanlid says now */
+        /* each running instance's port pinned to its MAC and IP, however
+         * the table went (a reboot, a flushed ruleset): see net.h */
+        if (net_pin(&a.net, &e) < 0) {
+            if (!a.pin_warned)
+                log_error("agent: %s", e.message);
+            a.pin_warned = true;
+        } else if (a.pin_warned) {
+            log_info("agent: instance ports pinned again");
+            a.pin_warned = false;
+        }
         converge_images(&a, json_object_get(desired, "images"));
         if (a.proxy.nginx &&
             proxy_sync_desired(&a.proxy, json_object_get(desired, "instances"), &a.net, &e) < 0 &&

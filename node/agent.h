@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "gpu.h"
+#include "image-layer.h"
 #include "instance.h"
 #include "../lib/error.h"
 #include "../lib/config.h"
@@ -29,11 +30,26 @@ struct agent_config {
     int64_t ssh_wait_ms;
     char *proxy_listen; /* the service ports' nginx (proxy.h) */
     char *proxy_nginx;
-    int64_t metadata_port; /* the metadata endpoint (metadata.h); 0: off */
+    int64_t metadata_port;   /* the metadata endpoint (metadata.h); 0: off */
+    int64_t image_max_bytes; /* image imports' limits (images.*, image-layer.h) */
+    int64_t image_max_entries;
+    int64_t image_max_file_bytes;
+    int64_t image_max_path_depth;
+    int64_t image_min_free_bytes;
 };
 
 extern const struct sl_option agent_options[];
 extern const size_t agent_options_count;
+
+/* The limits an image import runs within, from the images.* options. */
+void agent_image_limits(const struct agent_config *cfg, struct image_limits *out);
+
+/* Checks the value of --join (option `join`): "-" (read the token from
+ * stdin) or a file holding it. A join token itself is SL_E_INVALID with what
+ * to do instead: on the command line it shows in the process list. A file
+ * that does not exist passes (it is read only to enroll; an enrolled host
+ * needs it no more). */
+int agent_join_source_check(const char *value, struct sl_error *err);
 
 /* Runs until *stop becomes true (SIGTERM). Returns 0 on a clean stop. */
 int agent_run(struct agent_config *cfg, volatile bool *stop, struct sl_error *err);

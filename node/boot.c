@@ -19,8 +19,9 @@ const char boot_init_script[] =
     "set -eu\n"
     "umask 022\n"
     "boot=/.suanli\n"
-    "if [ -s \"$boot/root-password\" ]; then\n"
-    "    printf 'root:%s\\n' \"$(cat \"$boot/root-password\")\" | chpasswd\n"
+    "# root's password comes as a crypt(3) hash: the node never has the plaintext\n"
+    "if [ -s \"$boot/root-password-crypt\" ]; then\n"
+    "    printf 'root:%s\\n' \"$(cat \"$boot/root-password-crypt\")\" | chpasswd -e\n"
     "fi\n"
     "# Host keys: made on the first boot (not taken from the image, where every\n"
     "# instance would share them) and kept on the system disk after.\n"
@@ -129,30 +130,21 @@ static bool printable(const char *s, bool lines)
     return true;
 }
 
-/* The host's resolvers, less loopback ones, which mean nothing inside. */
-static char *resolv_conf(void)
+/* "$id$salt$hash" in crypt(3)'s alphabet: nothing chpasswd could read as
+ * another field or line. */
+static bool crypt_hash_valid(const char *s)
 {
-    struct sl_error ignored = SL_ERROR_INIT;
-    cleanup_free char *host = fs_read_file("/etc/resolv.conf", 64 * 1024, NULL, &ignored);
-    struct sl_buf out;
-    sl_buf_init(&out);
-    sl_buf_adds(&out, "# written by suanli-node from the host's resolv.conf\n");
-    char *save = NULL;
-    for (char *line = host ? strtok_r(host, "\n", &save) : NULL; line;
-         line = strtok_r(NULL, "\n", &save)) {
-        if (strncmp(line, "nameserver", 10) == 0 &&
-            (strstr(line, " 127.") || strstr(line, " ::1") || strstr(line, "\t127.")))
-            continue;
-        sl_buf_addf(&out, "%s\n", line);
-    }
-    return sl_buf_detach(&out, NULL);
+    size_t n = strlen(s);
+    return n > 3 && n < 256 && s[0] == '$' &&
+           strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789./$=,") == n;
 }
 
 int boot_write(const char *boot_dir, const struct boot_params *p, struct sl_error *err)
 {
-    if (p->root_password && !printable(p->root_password, false))
+    if (p->root_password_crypt && *p->root_password_crypt &&
+        !crypt_hash_valid(p->root_password_crypt))
         return sl_fail(err, SL_E_INVALID, "invalid_password",
-                       "root password has a control character");
+                       "the root password must come as a crypt(3) hash ($6$SALT$HASH)");
     if (p->authorized_keys && !printable(p->authorized_keys, true))
         return sl_fail(err, SL_E_INVALID, "invalid_ssh_key",
                        "authorized keys have a control character");
@@ -164,16 +156,9 @@ int boot_write(const char *boot_dir, const struct boot_params *p, struct sl_erro
         return -1;
 
     cleanup_free char *init = xasprintf("%s/init", boot_dir);
-    cleanup_free char *password = xasprintf("%s/root-password", boot_dir);
+    cleanup_free char *password = xasprintf("%s/root-password-crypt", boot_dir);
     cleanup_free char *keys = xasprintf("%s/authorized_keys", boot_dir);
-    cleanup_free char *hosts = xasprintf("%s/hosts", boot_dir);
-    cleanup_free char *resolv = xasprintf("%s/resolv.conf", boot_dir);
-    cleanup_free char *hosts_text =
-        xasprintf("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
-                  "127.0.1.1\t%s\n",
-                  p->id);
-    cleanup_free char *resolv_text = resolv_conf();
-    const char *pw = p->root_password ? p->root_password : "";
+    const char *pw = p->root_password_crypt ? p->root_password_crypt : "";
     const char *k = p->authorized_keys ? p->authorized_keys : "";
     cleanup_free char *shutdown = xasprintf("%s/shutdown", boot_dir);
     cleanup_free char *jupyter = xasprintf("%s/jupyter", boot_dir);
@@ -188,8 +173,6 @@ int boot_write(const char *boot_dir, const struct boot_params *p, struct sl_erro
     if (fs_write_file(init, boot_init_script, strlen(boot_init_script), 0755, err) < 0 ||
         fs_write_file(password, pw, strlen(pw), 0600, err) < 0 ||
         fs_write_file(keys, k, strlen(k), 0644, err) < 0 ||
-        fs_write_file(hosts, hosts_text, strlen(hosts_text), 0644, err) < 0 ||
-        fs_write_file(resolv, resolv_text, strlen(resolv_text), 0644, err) < 0 ||
         fs_write_file(shutdown, boot_shutdown_script, strlen(boot_shutdown_script), 0755, err) <
             0 ||
         fs_write_file(token_path, token, strlen(token), 0600, err) < 0 ||

@@ -3,10 +3,11 @@
  *
  *   init             pid 1: sets root's password, makes SSH host keys on
  *                    first boot, then execs sshd
- *   root-password    the instance's random root password (0600)
+ *   root-password-crypt  a crypt(3) hash of the instance's random root
+ *                    password (0600), set with chpasswd -e: the node never
+ *                    holds the plaintext
  *   authorized_keys  the renter's public keys, read by sshd next to
  *                    /root/.ssh/authorized_keys
- *   hosts, resolv.conf  bound over /etc/hosts and /etc/resolv.conf
  *   jupyter          "PORT TOKEN" or empty: the init starts jupyter-notebook
  *                    on PORT with that token when the image has it
  *   metadata-token   a random token, new at every start (0600): the
@@ -16,22 +17,25 @@
  *                    the instance through that endpoint
  *
  * It lives on the host, not on the instance's disks, and is rewritten on
- * every start, so a changed password or key set applies at the next start. */
+ * every start, so a changed password or key set applies at the next start.
+ * Nothing in it is writable from inside; /etc/hosts, /etc/hostname and
+ * /etc/resolv.conf, which are, live on the system disk (rootfs.h). */
 #ifndef SL_NODE_BOOT_H
 #define SL_NODE_BOOT_H
 
 #include "../lib/error.h"
 
 struct boot_params {
-    const char *id;              /* instance id (hostname) */
-    const char *root_password;   /* printable, no newline; NULL or "": unchanged */
-    const char *authorized_keys; /* OpenSSH public key lines; NULL: none */
-    unsigned jupyter_port;       /* 0: no Jupyter; else its port, with jupyter_token */
-    const char *jupyter_token;   /* [0-9a-f], Jupyter's own login token */
+    const char *id;                  /* instance id (hostname) */
+    const char *root_password_crypt; /* "$6$SALT$HASH"; NULL or "": unchanged */
+    const char *authorized_keys;     /* OpenSSH public key lines; NULL: none */
+    unsigned jupyter_port;           /* 0: no Jupyter; else its port, with jupyter_token */
+    const char *jupyter_token;       /* [0-9a-f], Jupyter's own login token */
 };
 
-/* Creates boot_dir (0755) and writes its files. A password or key text with
- * a control character is SL_E_INVALID. */
+/* Creates boot_dir (0755) and writes its files. A password hash that is
+ * not in crypt(3)'s alphabet, or key text with a control character, is
+ * SL_E_INVALID. */
 int boot_write(const char *boot_dir, const struct boot_params *p, struct sl_error *err);
 
 /* The init script's text (for tests and docs). */

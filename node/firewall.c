@@ -1,10 +1,18 @@
 #include "firewall.h"
 #include "../lib/buf.h"
+#include "../lib/cleanup.h"
+#include "../lib/crypto.h"
 #include "../lib/subprocess.h"
+#include "../lib/xalloc.h"
 
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 #define ARGV_MAX 24
 
@@ -56,6 +64,31 @@ static int ensure_rule(const char *chain, const char *const *rule, bool first, s
     return iptables("-I", chain, argv, false, err);
 }
 
+/* No IPv6 on the bridge: the host keeps no link-local address there that
+ * an instance could reach a service listening on `::` through. A kernel
+ * without IPv6 has no such file, and nothing to turn off. */
+static int bridge_ipv6_off(const char *bridge, struct sl_error *err)
+{
+    cleanup_free char *path = xasprintf("/proc/sys/net/ipv6/conf/%s/disable_ipv6", bridge);
+    cleanup_close int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : sl_fail_errno(err, "unable to open '%s'", path);
+    if (write(fd, "1", 1) != 1)
+        return sl_fail_errno(err, "unable to write '%s'", path);
+    return 0;
+}
+
+static int drop_cloud_metadata(const char *bridge, struct sl_error *err)
+{
+    static const char *const nets[] = { FIREWALL_CLOUD_METADATA };
+    for (size_t i = 0; i < sizeof(nets) / sizeof(nets[0]); i++) {
+        const char *const rule[] = { "-i", bridge, "-d", nets[i], "-j", "DROP", NULL };
+        if (ensure_rule(FIREWALL_FORWARD_CHAIN, rule, false, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 int firewall_ensure(const char *bridge, struct sl_error *err)
 {
     const char *const forward_jump[] = { "-j", FIREWALL_FORWARD_CHAIN, NULL };
@@ -70,10 +103,11 @@ int firewall_ensure(const char *bridge, struct sl_error *err)
     if (ensure_chain(FIREWALL_FORWARD_CHAIN, err) < 0 ||
         ensure_chain(FIREWALL_INPUT_CHAIN, err) < 0 ||
         ensure_rule(FIREWALL_FORWARD_CHAIN, between_instances, false, err) < 0 ||
+        drop_cloud_metadata(bridge, err) < 0 ||
         ensure_rule(FIREWALL_INPUT_CHAIN, to_host, false, err) < 0 ||
         ensure_chain("CNI-ADMIN", err) < 0 ||
         ensure_rule("CNI-ADMIN", forward_jump, true, err) < 0 ||
-        ensure_rule("INPUT", input_jump, true, err) < 0) {
+        ensure_rule("INPUT", input_jump, true, err) < 0 || bridge_ipv6_off(bridge, err) < 0) {
         sl_error_prefix(err, "isolate instances on bridge '%s'", bridge);
         return -1;
     }
@@ -145,6 +179,130 @@ int firewall_allow_metadata(const char *bridge, const char *gateway, unsigned po
         ensure_nat_rule("PREROUTING", nat_jump, err) < 0 ||
         ensure_rule(FIREWALL_INPUT_CHAIN, accept, true, err) < 0) {
         sl_error_prefix(err, "open the metadata endpoint on bridge '%s'", bridge);
+        return -1;
+    }
+    return 0;
+}
+
+/* Names that go into nft's language unquoted (table, chain) or quoted
+ * (interface): letters, digits and - _ . only, so nothing can end a
+ * string or start a statement. */
+static bool plain_name(const char *s)
+{
+    return *s && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") ==
+                     strlen(s);
+}
+
+static bool plain_mac(const char *s)
+{
+    if (strlen(s) != 17)
+        return false;
+    for (size_t i = 0; i < 17; i++) {
+        if (i % 3 == 2 ? s[i] != ':' : !strchr("0123456789abcdefABCDEF", s[i]))
+            return false;
+    }
+    return true;
+}
+
+static int port_valid(const struct firewall_port *p, struct sl_error *err)
+{
+    struct in_addr a;
+    if (!plain_name(p->id) || !plain_name(p->veth) || !plain_mac(p->mac) ||
+        inet_pton(AF_INET, p->ip, &a) != 1)
+        return sl_fail(err, SL_E_INVALID, "bad_port",
+                       "cannot pin port '%s' of '%s' to MAC '%s' and address '%s': not a plain "
+                       "name, MAC or IPv4 address",
+                       p->veth, p->id, p->mac, p->ip);
+    return 0;
+}
+
+/* The table's chains: prerouting sends each instance port's frames to the
+ * port's own chain; a frame from any other port (none but instances' are
+ * on the bridge) is not this table's business. */
+static void pin_body(struct sl_buf *b, const struct firewall_port *ports, size_t n)
+{
+    sl_buf_adds(b, "\tchain prerouting {\n"
+                   "\t\ttype filter hook prerouting priority filter; policy accept;\n"
+                   "\t\tiifname vmap {");
+    for (size_t i = 0; i < n; i++)
+        sl_buf_addf(b, "%s \"%s\" : jump port-%s", i ? "," : "", ports[i].veth, ports[i].id);
+    sl_buf_adds(b, " }\n\t}\n");
+    for (size_t i = 0; i < n; i++) {
+        const struct firewall_port *p = &ports[i];
+        sl_buf_addf(b,
+                    "\tchain port-%s {\n"
+                    "\t\tether saddr != %s counter drop\n"
+                    "\t\tether type ip ip saddr %s accept\n"
+                    "\t\tether type arp arp htype 1 arp ptype ip arp hlen 6 arp plen 4"
+                    " arp saddr ether %s arp saddr ip %s accept\n"
+                    "\t\tcounter drop\n"
+                    "\t}\n",
+                    p->id, p->mac, p->ip, p->mac, p->ip);
+    }
+}
+
+int firewall_pin_ports(const char *bridge, const struct firewall_port *ports, size_t n,
+                       enum firewall_pin_change *change, struct sl_error *err)
+{
+    if (change)
+        *change = FIREWALL_PIN_SAME;
+    if (!plain_name(bridge))
+        return sl_fail(err, SL_E_INVALID, "invalid_option",
+                       "bridge name '%s' may only have letters, digits and - _ .", bridge);
+    for (size_t i = 0; i < n; i++) {
+        if (port_valid(&ports[i], err) < 0)
+            return -1;
+    }
+    cleanup_free char *table = xasprintf(FIREWALL_PIN_TABLE_PREFIX "%s", bridge);
+    struct sl_buf body, script, listing;
+    sl_buf_init(&body);
+    sl_buf_init(&script);
+    sl_buf_init(&listing);
+    pin_body(&body, ports, n);
+    char digest[SL_HASH_HEX_MAX];
+    sl_sha256_hex(body.data, body.len, digest);
+    digest[16] = '\0';
+    cleanup_free char *comment = xasprintf("comment \"suanli-node %s\"", digest);
+
+    /* what the kernel has now: absent (status 1) or a table with a digest */
+    const char *list[] = { "nft", "list", "table", "bridge", table, NULL };
+    struct sl_subprocess lsp = { .argv = list, .out = &listing };
+    int rc = sl_subprocess_run(&lsp, err);
+    bool present = rc == 0;
+    bool same = present && listing.data && strstr(listing.data, comment);
+    if (rc < 0) {
+        if (strcmp(err->code, "missing_program") == 0)
+            sl_fail(err, SL_E_UNAVAILABLE, "missing_program",
+                    "the nft command is missing: install the nftables package (scripts/deps.sh "
+                    "run)");
+    } else if (n == 0 && present) {
+        const char *drop[] = { "nft", "delete", "table", "bridge", table, NULL };
+        struct sl_subprocess sp = { .argv = drop };
+        rc = sl_subprocess_check(&sp, err);
+        if (rc == 0 && change)
+            *change = FIREWALL_PIN_REMOVED;
+    } else if (n > 0 && !same) {
+        /* one transaction: no moment without the table or with half of it */
+        sl_buf_addf(&script, "add table bridge %s\ndelete table bridge %s\n", table, table);
+        sl_buf_addf(&script, "table bridge %s {\n\t%s\n%s}\n", table, comment, body.data);
+        const char *load[] = { "nft", "-f", "-", NULL };
+        struct sl_buf out;
+        sl_buf_init(&out);
+        struct sl_subprocess sp = {
+            .argv = load, .input = script.data, .input_len = script.len, .out = &out
+        };
+        rc = sl_subprocess_check(&sp, err);
+        sl_buf_release(&out);
+        if (rc == 0 && change)
+            *change = present ? FIREWALL_PIN_REPLACED : FIREWALL_PIN_CREATED;
+    } else {
+        rc = 0;
+    }
+    sl_buf_release(&body);
+    sl_buf_release(&script);
+    sl_buf_release(&listing);
+    if (rc < 0) {
+        sl_error_prefix(err, "pin the instances' ports on bridge '%s'", bridge);
         return -1;
     }
     return 0;

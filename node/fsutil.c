@@ -11,6 +11,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* mkdir with exactly mode, whatever the umask (077 in the agent, private.h):
+ * an instance's mount points and overlay directories must stay 0755. */
+static int make_dir(const char *path, mode_t mode, struct sl_error *err)
+{
+    if (mkdir(path, mode) < 0)
+        return errno == EEXIST ? 0 : sl_fail_errno(err, "unable to create '%s'", path);
+    if (chmod(path, mode) < 0)
+        return sl_fail_errno(err, "unable to set the mode of '%s'", path);
+    return 0;
+}
+
 int fs_mkdir_p(const char *path, mode_t mode, struct sl_error *err)
 {
     char tmp[PATH_MAX];
@@ -20,13 +31,11 @@ int fs_mkdir_p(const char *path, mode_t mode, struct sl_error *err)
         if (*p != '/')
             continue;
         *p = '\0';
-        if (mkdir(tmp, mode) < 0 && errno != EEXIST)
-            return sl_fail_errno(err, "unable to create '%s'", tmp);
+        if (make_dir(tmp, mode, err) < 0)
+            return -1;
         *p = '/';
     }
-    if (mkdir(tmp, mode) < 0 && errno != EEXIST)
-        return sl_fail_errno(err, "unable to create '%s'", tmp);
-    return 0;
+    return make_dir(tmp, mode, err);
 }
 
 int fs_write_file(const char *path, const void *data, size_t len, mode_t mode, struct sl_error *err)

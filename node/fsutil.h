@@ -8,7 +8,8 @@
 
 #include "../lib/error.h"
 
-/* mkdir -p with this mode for every directory it creates. */
+/* mkdir -p with exactly this mode (the umask aside) for every directory it
+ * creates; existing ones keep theirs. */
 int fs_mkdir_p(const char *path, mode_t mode, struct sl_error *err);
 
 /* Writes data to path through a temporary file and rename(2), so readers see

@@ -6,8 +6,6 @@
 #include "../lib/json.h"
 #include "../lib/xalloc.h"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -40,7 +38,8 @@ enum import_kind {
  * (bottom first), all discarded unless the import completes. */
 struct import {
     const char *data_dir, *file, *name;
-    int root; /* the directory of a docker save or OCI layout */
+    struct image_budget budget; /* all layers together */
+    int root;                   /* the directory of a docker save or OCI layout */
     char *staging;
     struct image_layer *layers;
     size_t n_layers, n_alloc;
@@ -67,41 +66,29 @@ static const char *strip_dot_slash(const char *name)
     return name;
 }
 
-/* Reads the entry names of a tar file to tell a docker save or OCI tar from
- * a root filesystem; a damaged file fails here, before anything is written. */
-static int scan_tar(struct import *im, enum import_kind *kind)
+struct scan {
+    bool docker, oci;
+    size_t n;
+};
+
+static int scan_visit(void *ctx, const char *name)
 {
-    struct archive *a = archive_read_new();
-    archive_read_support_filter_all(a);
-    archive_read_support_format_tar(a);
-    bool docker = false, oci = false;
-    int rc = archive_read_open_filename(a, im->file, 1 << 16);
-    struct archive_entry *e;
-    for (size_t n = 0; rc == ARCHIVE_OK || rc == ARCHIVE_WARN; n++) {
-        rc = archive_read_next_header(a, &e);
-        if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN)
-            break;
-        const char *name =
-            strip_dot_slash(archive_entry_pathname(e) ? archive_entry_pathname(e) : "");
-        docker |= strcmp(name, "manifest.json") == 0;
-        oci |= strcmp(name, "oci-layout") == 0;
-        if (n >= IMPORT_SCAN_ENTRIES && !docker && !oci) {
-            rc = ARCHIVE_EOF;
-            break;
-        }
-    }
-    if (rc != ARCHIVE_EOF) {
-        const char *why = archive_error_string(a);
-        bad_image(im,
-                  "not a readable tar archive (a rootfs tarball, plain, gzip, zstd or xz; a docker "
-                  "save tarball; or an OCI layout): %s; if it is one, it is damaged or incomplete: "
-                  "copy it again and retry",
-                  why ? why : "unreadable");
-        archive_read_free(a);
+    struct scan *sc = ctx;
+    name = strip_dot_slash(name);
+    sc->docker |= strcmp(name, "manifest.json") == 0;
+    sc->oci |= strcmp(name, "oci-layout") == 0;
+    return ++sc->n > IMPORT_SCAN_ENTRIES && !sc->docker && !sc->oci;
+}
+
+/* Reads the entry names of a tar file to tell a docker save or OCI tar from
+ * a root filesystem; a damaged file, or one over the limits, fails here,
+ * before anything is written. */
+static int scan_tar(struct import *im, int fd, enum import_kind *kind)
+{
+    struct scan sc = { 0 };
+    if (image_layer_scan(fd, im->file, &im->budget, scan_visit, &sc, im->err) < 0)
         return -1;
-    }
-    archive_read_free(a);
-    *kind = docker ? IMPORT_DOCKER : oci ? IMPORT_OCI : IMPORT_ROOTFS;
+    *kind = sc.docker ? IMPORT_DOCKER : sc.oci ? IMPORT_OCI : IMPORT_ROOTFS;
     return 0;
 }
 
@@ -280,8 +267,8 @@ static int import_layers(struct import *im, enum import_kind kind)
         cleanup_close int fd = image_open_in_root(im->root, path, O_RDONLY | O_NOCTTY);
         if (fd < 0)
             return bad_image(im, "%s is missing from the image: %s", what, strerror(errno));
-        if (image_layer_extract(im->data_dir, fd, IMAGE_LAYER_WHITEOUTS, im->file, what, l,
-                                im->err) < 0)
+        if (image_layer_extract(im->data_dir, fd, IMAGE_LAYER_WHITEOUTS, im->file, what,
+                                &im->budget, l, im->err) < 0)
             return -1;
         if (want && strcmp(want, l->digest) != 0)
             return bad_image(im,
@@ -331,16 +318,23 @@ static int import_run(struct import *im)
                            im->file);
         return import_layers(im, kind) < 0 ? -1 : save_image(im);
     }
-    if (scan_tar(im, &kind) < 0)
-        return -1;
-    cleanup_close int fd = open(im->file, O_RDONLY | O_CLOEXEC);
+    if (!S_ISREG(st.st_mode))
+        return sl_fail(im->err, SL_E_INVALID, "unknown_format",
+                       "import '%s': not a file or a directory: give an image archive (a rootfs "
+                       "tarball, a docker save tarball or an OCI layout)",
+                       im->file);
+    cleanup_close int fd = open(im->file, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return sl_fail_errno(im->err, "unable to open '%s'", im->file);
+    if (scan_tar(im, fd, &kind) < 0)
+        return -1;
+    if (lseek(fd, 0, SEEK_SET) < 0)
+        return sl_fail_errno(im->err, "unable to read '%s' again", im->file);
     if (kind == IMPORT_ROOTFS) {
         im->layers = xcalloc(1, sizeof(*im->layers));
         im->n_alloc = 1;
         /* hashing is quicker than extracting a layer the store holds */
-        if (image_layer_digest(fd, im->file, im->layers->digest, im->err) < 0)
+        if (image_layer_digest(fd, im->file, &im->budget, im->layers->digest, im->err) < 0)
             return -1;
         im->n_layers = 1;
         if (image_layer_present(im->data_dir, im->layers->digest))
@@ -348,8 +342,8 @@ static int import_run(struct import *im)
         im->n_layers = 0;
         if (lseek(fd, 0, SEEK_SET) < 0)
             return sl_fail_errno(im->err, "unable to read '%s' again", im->file);
-        if (image_layer_extract(im->data_dir, fd, 0, im->file, "rootfs tarball", im->layers,
-                                im->err) < 0)
+        if (image_layer_extract(im->data_dir, fd, 0, im->file, "rootfs tarball", &im->budget,
+                                im->layers, im->err) < 0)
             return -1;
         im->n_layers = 1;
         return save_image(im);
@@ -366,9 +360,13 @@ static int import_run(struct import *im)
         im->staging = NULL;
         return sl_fail_errno(im->err, "unable to make a directory in '%s'", tmp_root);
     }
+    /* the archive itself is held to the same limits as its layers, on a
+     * budget of its own: its bytes are the (compressed) layers' */
     char digest[IMAGE_DIGEST_HEX];
     uint64_t size;
-    if (image_layer_unpack(fd, im->staging, 0, im->file, "the image archive", digest, &size,
+    struct image_budget outer;
+    image_budget_init(&outer, &im->budget.limits);
+    if (image_layer_unpack(fd, im->staging, 0, im->file, "the image archive", &outer, digest, &size,
                            im->err) < 0)
         return -1;
     im->root = open(im->staging, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -377,12 +375,14 @@ static int import_run(struct import *im)
     return import_layers(im, kind) < 0 ? -1 : save_image(im);
 }
 
-int image_import(const char *data_dir, const char *path, const char *name, struct sl_error *err)
+int image_import(const char *data_dir, const char *path, const char *name,
+                 const struct image_limits *limits, struct sl_error *err)
 {
     if (!image_name_valid(name))
         return sl_fail(err, SL_E_INVALID, "invalid_image_name",
                        "image name '%s' is not valid: use a-z, 0-9, '.', '_' and '-'", name);
     struct import im = { .data_dir = data_dir, .file = path, .name = name, .root = -1, .err = err };
+    image_budget_init(&im.budget, limits);
     int rc = import_run(&im);
     for (size_t i = 0; i < im.n_alloc; i++)
         image_layer_discard(data_dir, &im.layers[i]);

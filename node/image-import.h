@@ -11,13 +11,17 @@
 #ifndef SL_NODE_IMAGE_IMPORT_H
 #define SL_NODE_IMAGE_IMPORT_H
 
+#include "image-layer.h"
 #include "../lib/error.h"
 
 /* Imports `path` as image `name` into data_dir, replacing an image of that
- * name. Either all of its layers and images/<name>.json are written, or, on
- * failure (SL_E_UNPROCESSABLE "bad_image" for a damaged or hostile file,
- * SL_E_INVALID for a bad name or an unknown format), nothing new is left:
- * no layer, no temporary directory, no image file. */
-int image_import(const char *data_dir, const char *path, const char *name, struct sl_error *err);
+ * name, within `limits` (NULL: image_limits_default; image-layer.h). Either
+ * all of its layers and images/<name>.json are written, or, on failure
+ * (SL_E_UNPROCESSABLE "bad_image" for a damaged or hostile file,
+ * SL_E_TOO_LARGE "image_limit" over a limit, naming its option, SL_E_INVALID
+ * for a bad name or an unknown format), nothing new is left: no layer, no
+ * temporary directory, no image file. */
+int image_import(const char *data_dir, const char *path, const char *name,
+                 const struct image_limits *limits, struct sl_error *err);
 
 #endif

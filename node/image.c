@@ -83,7 +83,7 @@ static int write_json(const char *path, json_t *obj, struct sl_error *err)
         return sl_fail(err, SL_E_INTERNAL, "internal", "BUG: unable to encode '%s'", path);
     size_t len = strlen(text);
     text[len] = '\n';
-    return fs_write_file(path, text, len + 1, 0644, err);
+    return fs_write_file(path, text, len + 1, 0600, err);
 }
 
 int image_layer_import(const char *data_dir, const char *tar_path, char digest[IMAGE_DIGEST_HEX],
@@ -92,14 +92,17 @@ int image_layer_import(const char *data_dir, const char *tar_path, char digest[I
     cleanup_close int fd = open(tar_path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return sl_fail_errno(err, "unable to open '%s'", tar_path);
-    if (image_layer_digest(fd, tar_path, digest, err) < 0)
+    /* mmdebstrap's own output, held to the default limits all the same */
+    struct image_budget budget;
+    image_budget_init(&budget, NULL);
+    if (image_layer_digest(fd, tar_path, &budget, digest, err) < 0)
         return -1;
     if (image_layer_present(data_dir, digest))
         return 0;
     if (lseek(fd, 0, SEEK_SET) < 0)
         return sl_fail_errno(err, "unable to read '%s' again", tar_path);
     struct image_layer layer;
-    if (image_layer_extract(data_dir, fd, 0, tar_path, "rootfs tarball", &layer, err) < 0)
+    if (image_layer_extract(data_dir, fd, 0, tar_path, "rootfs tarball", &budget, &layer, err) < 0)
         return -1;
     if (image_layer_commit(data_dir, &layer, tar_path, err) < 0) {
         image_layer_discard(data_dir, &layer);
@@ -234,7 +237,7 @@ static int write_image(const char *data_dir, const char *name, const char *const
     cleanup_free char *path = xasprintf("%s/%s.json", dir, name);
     if (!obj)
         return sl_fail(err, SL_E_INTERNAL, "internal", "BUG: unable to describe image '%s'", name);
-    if (fs_mkdir_p(dir, 0755, err) < 0)
+    if (fs_mkdir_p(dir, 0700, err) < 0)
         return -1;
     return write_json(path, obj, err);
 }
@@ -389,7 +392,10 @@ int image_build_recipe(const char *data_dir, const char *name, const char *recip
                            tar,
                            "-",
                            NULL };
-    struct sl_subprocess sp = { .argv = argv, .input = sources, .input_len = strlen(sources) };
+    /* the image's files get the modes Debian gives them, not our umask */
+    struct sl_subprocess sp = {
+        .argv = argv, .input = sources, .input_len = strlen(sources), .shared_files = true
+    };
     int rc = sl_subprocess_check(&sp, err);
     sl_buf_release(&include);
     if (rc < 0) {

@@ -24,6 +24,7 @@
 #include "../lib/xalloc.h"
 
 #include <arpa/inet.h>
+#include <crypt.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -383,8 +384,17 @@ int main(void)
         fprintf(stderr, "node-smoke: unable to read '%s'\n", pub_path);
         return 1;
     }
-    char password[25];
+    char password[25], salt[CRYPT_GENSALT_OUTPUT_SIZE];
     sl_random_hex(password, 12);
+    /* the node gets a crypt(3) hash, as suanlid sends it */
+    static struct crypt_data crypt_work;
+    const char *hash = crypt_gensalt_rn("$6$", 0, NULL, 0, salt, sizeof(salt))
+                           ? crypt_rn(password, salt, &crypt_work, sizeof(crypt_work))
+                           : NULL;
+    if (!hash) {
+        fprintf(stderr, "node-smoke: unable to hash the root password with crypt(3)\n");
+        return 1;
+    }
     unsigned port = free_port();
     int veths_before = count_veths();
     printf("instance %s, host port %u\n", id, port);
@@ -393,7 +403,7 @@ int main(void)
                                   .image = IMAGE_NAME,
                                   .data_disk_gib = DATA_DISK_GIB,
                                   .host_port = port,
-                                  .root_password = password,
+                                  .root_password_crypt = hash,
                                   .authorized_keys = pub,
                                   .cpu_millicores = 2000,
                                   .memory_mib = 2048,

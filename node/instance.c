@@ -89,6 +89,18 @@ static int mount_root(const struct node_host *host, const struct instance_spec *
     return rc;
 }
 
+/* Nodes before the files moved to the system disk kept hosts and
+ * resolv.conf in the boot directory, on the host, where a renter could grow
+ * them without limit: whatever is left of them goes. */
+static void drop_old_etc_files(const char *boot)
+{
+    static const char *const names[] = { "hosts", "resolv.conf" };
+    for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+        cleanup_free char *path = xasprintf("%s/%s", boot, names[i]);
+        unlink(path);
+    }
+}
+
 static int start_steps(const struct node_host *host, const struct instance_spec *spec, char *ip,
                        struct sl_error *err)
 {
@@ -99,6 +111,7 @@ static int start_steps(const struct node_host *host, const struct instance_spec 
     cleanup_free char *data_mount = path_in(host, id, "data");
     cleanup_free char *rootfs = path_in(host, id, "rootfs");
     cleanup_free char *boot = path_in(host, id, "boot");
+    cleanup_free char *etc = path_in(host, id, "sys/etc");
     cleanup_free char *bundle = path_in(host, id, "bundle");
     cleanup_free char *log = path_in(host, id, "console.log");
     cleanup_free char *cgroup = xasprintf("/suanli/%s", id);
@@ -116,15 +129,16 @@ static int start_steps(const struct node_host *host, const struct instance_spec 
         return -1;
     if (has_data && disk_mount(data, data_mount, err) < 0)
         return -1;
-    if (mount_root(host, spec, err) < 0)
+    if (mount_root(host, spec, err) < 0 || rootfs_write_etc(etc, id, err) < 0)
         return -1;
     struct boot_params bp = { .id = id,
-                              .root_password = spec->root_password,
+                              .root_password_crypt = spec->root_password_crypt,
                               .authorized_keys = spec->authorized_keys,
                               .jupyter_port = spec->jupyter_port,
                               .jupyter_token = spec->jupyter_token };
     if (boot_write(boot, &bp, err) < 0)
         return -1;
+    drop_old_etc_files(boot);
     /* a container that died without a stop (a crash, a reboot) left its
      * address lease and rules behind: free them before asking again */
     if (net_attached(host->net, id) && net_detach(host->net, id, spec->host_port, err) < 0)
@@ -138,6 +152,7 @@ static int start_steps(const struct node_host *host, const struct instance_spec 
                              .rootfs = rootfs,
                              .netns_path = na.netns,
                              .boot_dir = boot,
+                             .etc_dir = etc,
                              .data_dir = has_data ? data_mount : NULL,
                              .cgroup_path = cgroup,
                              .cpu_millicores = spec->cpu_millicores,

@@ -4,7 +4,9 @@
  * stop on a stopped one does nothing, and a failed start undoes itself.
  *
  *   DATA/instances/<id>/system.img, data.img   the two disks (sparse ext4)
- *   DATA/instances/<id>/sys                    system disk: upper/, work/
+ *   DATA/instances/<id>/sys                    system disk: upper/, work/, etc/
+ *                                              (etc/: hosts, hostname, resolv.conf,
+ *                                              bound over /etc's; rootfs.h)
  *   DATA/instances/<id>/data                   data disk (/root/data inside)
  *   DATA/instances/<id>/rootfs                 the overlay root
  *   DATA/instances/<id>/boot                   /.suanli inside (boot.h)
@@ -32,15 +34,15 @@ struct node_host {
 
 struct instance_spec {
     const char *id;
-    const char *image;           /* a name in DATA/images */
-    unsigned system_disk_gib;    /* 0: INSTANCE_SYSTEM_DISK_GIB */
-    unsigned data_disk_gib;      /* 0: no data disk */
-    unsigned host_port;          /* mapped to port 22 inside */
-    const char *root_password;   /* see boot.h */
-    const char *authorized_keys; /* see boot.h */
-    unsigned cpu_millicores;     /* 0: no limit */
-    uint64_t memory_mib;         /* 0: no limit */
-    int64_t pids_max;            /* 0: no limit */
+    const char *image;               /* a name in DATA/images */
+    unsigned system_disk_gib;        /* 0: INSTANCE_SYSTEM_DISK_GIB */
+    unsigned data_disk_gib;          /* 0: no data disk */
+    unsigned host_port;              /* mapped to port 22 inside */
+    const char *root_password_crypt; /* see boot.h */
+    const char *authorized_keys;     /* see boot.h */
+    unsigned cpu_millicores;         /* 0: no limit */
+    uint64_t memory_mib;             /* 0: no limit */
+    int64_t pids_max;                /* 0: no limit */
     const unsigned *gpus;
     size_t n_gpus;
     unsigned jupyter_port; /* 0: none; see boot.h */

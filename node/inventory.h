@@ -9,7 +9,10 @@
 #include "gpu.h"
 
 /* A new {cpu_cores, memory_mib, disk_total_gib, disk_free_gib,
- * driver_version, cuda_version, agent_version, gpus: [...]} object. */
+ * disk_free_bytes, instance_disks_bytes, driver_version, cuda_version,
+ * agent_version, gpus: [...]} object. The disk figures are of data_dir's
+ * file system; instance_disks_bytes is what the instance disk files under
+ * data_dir/instances take of it (they are sparse). */
 json_t *inventory_json(struct gpu_source *gpus, const char *data_dir, const char *agent_version,
                        struct sl_error *err);
 

@@ -5,6 +5,7 @@
 
 #include "../cli/client.h"
 #include "../lib/cleanup.h"
+#include "../lib/conn-guard.h"
 #include "../lib/json.h"
 #include "../lib/log.h"
 #include "../lib/xalloc.h"
@@ -17,9 +18,19 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+/* One instance (one address) must not starve the others: each holds at most
+ * PER_ADDRESS connections of the TOTAL (a thread each), and a request's
+ * headers are due HEADER_TIMEOUT seconds after connecting; more
+ * connections are closed as they come (lib/conn-guard.h). */
+#define PER_ADDRESS    8u
+#define TOTAL          256u
+#define HEADER_TIMEOUT 10u
+#define IDLE_TIMEOUT   30u
+
 struct metadata_server {
     struct metadata_config cfg;
     struct MHD_Daemon *daemon;
+    struct sl_conn_guard *guard;
 };
 
 static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, json_t *body)
@@ -80,6 +91,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
     if (!*con_cls) {
         *con_cls = &started; /* the headers: answer once the body is read */
+        sl_conn_guard_request_started(conn);
         return MHD_YES;
     }
     if (*upload_data_size) {
@@ -129,6 +141,24 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     return reply(conn, 200, out ? out : json_object());
 }
 
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)con_cls;
+    (void)toe;
+    sl_conn_guard_request_done(conn);
+}
+
+static void guard_report(void *ctx, uint64_t refused, uint64_t timed_out)
+{
+    (void)ctx;
+    log_warn("metadata: in the last minute refused %llu connections over %u from one instance, "
+             "closed %llu that sent no complete request within %u s",
+             (unsigned long long)refused, PER_ADDRESS, (unsigned long long)timed_out,
+             HEADER_TIMEOUT);
+}
+
 /* A listening socket on address:port that may be bound before the address
  * exists (IP_FREEBIND): the bridge and its gateway come with the first
  * instance. */
@@ -144,7 +174,7 @@ static int listen_socket(const char *address, unsigned port, struct sl_error *er
         return sl_fail_errno(err, "unable to make a socket");
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     setsockopt(fd, IPPROTO_IP, IP_FREEBIND, &one, sizeof(one));
-    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 64) < 0) {
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 1024) < 0) {
         sl_fail_errno(err, "unable to listen on %s:%u (metadata.port)", address, port);
         close(fd);
         return -1;
@@ -164,11 +194,21 @@ struct metadata_server *metadata_start(const struct metadata_config *cfg, struct
         return NULL;
     struct metadata_server *m = xzalloc(sizeof(*m));
     m->cfg = *cfg;
+    const struct sl_conn_guard_config guard = {
+        .per_address = PER_ADDRESS,
+        .header_timeout = HEADER_TIMEOUT,
+        .report = guard_report,
+    };
+    m->guard = sl_conn_guard_new(&guard);
     m->daemon = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG, 0,
-        NULL, NULL, on_request, m, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_TIMEOUT, 30u,
-        MHD_OPTION_CONNECTION_LIMIT, 64u, MHD_OPTION_PER_IP_CONNECTION_LIMIT, 8u, MHD_OPTION_END);
+        sl_conn_guard_accept, m->guard, on_request, m, MHD_OPTION_LISTEN_SOCKET, fd,
+        MHD_OPTION_CONNECTION_TIMEOUT, IDLE_TIMEOUT, MHD_OPTION_CONNECTION_LIMIT, TOTAL,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, m, MHD_OPTION_NOTIFY_CONNECTION,
+        sl_conn_guard_notify, m->guard, MHD_OPTION_EXTERNAL_LOGGER, sl_conn_guard_mhd_log,
+        (void *)"metadata", MHD_OPTION_END);
     if (!m->daemon) {
+        sl_conn_guard_free(m->guard);
         close(fd);
         free(m);
         sl_fail(err, SL_E_UNAVAILABLE, "listen_failed", "unable to serve the metadata endpoint");
@@ -184,5 +224,6 @@ void metadata_stop(struct metadata_server *m)
     if (!m)
         return;
     MHD_stop_daemon(m->daemon);
+    sl_conn_guard_free(m->guard);
     free(m);
 }

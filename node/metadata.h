@@ -17,7 +17,11 @@
  *   POST /stop                  stops it now (billing stops with the request)
  *   POST /instances/ID/stop
  *
- * The `shutdown` command inside (boot.h) calls these. */
+ * The `shutdown` command inside (boot.h) calls these.
+ *
+ * One instance cannot starve the others: at most 8 connections per address
+ * (of 256, a thread each), and a request's headers are due 10 s after
+ * connecting; more connections are closed at once (lib/conn-guard.h). */
 #ifndef SL_NODE_METADATA_H
 #define SL_NODE_METADATA_H
 

@@ -4,10 +4,12 @@
 #include "fsutil.h"
 #include "../lib/buf.h"
 #include "../lib/cleanup.h"
+#include "../lib/id.h"
 #include "../lib/json.h"
 #include "../lib/subprocess.h"
 #include "../lib/xalloc.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -29,6 +31,49 @@ char *net_netns_path(const char *id)
     return xasprintf("%s/suanli-%s", NETNS_DIR, id);
 }
 
+/* Whether a namespace is mounted under NETNS_DIR. */
+static bool netns_dir_busy(void)
+{
+    cleanup_free char *info = fs_read_file("/proc/self/mountinfo", 16 << 20, NULL, NULL);
+    for (char *line = info; line && *line;) {
+        char *end = strchr(line, '\n');
+        if (end)
+            *end = '\0';
+        /* "ID PARENT MAJ:MIN ROOT MOUNTPOINT ..." */
+        char *field = line;
+        for (int i = 0; i < 4 && field; i++) {
+            field = strchr(field, ' ');
+            field = field ? field + 1 : NULL;
+        }
+        if (field && strncmp(field, NETNS_DIR "/", strlen(NETNS_DIR) + 1) == 0)
+            return true;
+        line = end ? end + 1 : NULL;
+    }
+    return false;
+}
+
+/* /run/netns as a shared mount point of its own, as iproute2 and CNI
+ * make it. Otherwise the first `ip netns add` on the host (an operator's,
+ * a test's) bind-mounts the directory onto itself, and the namespaces
+ * mounted before stay below that bind: unreachable by their paths, never
+ * unmounted, their veths and addresses alive (seen here: a later instance
+ * given the same address found the host's ARP answered by a dead one). */
+static int netns_dir_prepare(struct sl_error *err)
+{
+    if (fs_mkdir_p(NETNS_DIR, 0755, err) < 0)
+        return -1;
+    if (mount("", NETNS_DIR, "none", MS_SHARED | MS_REC, NULL) == 0)
+        return 0;
+    if (errno != EINVAL) /* EINVAL: not a mount point yet */
+        return sl_fail_errno(err, "unable to make '%s' a shared mount", NETNS_DIR);
+    if (netns_dir_busy()) /* the bind would hide these very namespaces */
+        return 0;
+    if (mount(NETNS_DIR, NETNS_DIR, "none", MS_BIND | MS_REC, NULL) < 0 ||
+        mount("", NETNS_DIR, "none", MS_SHARED | MS_REC, NULL) < 0)
+        return sl_fail_errno(err, "unable to make '%s' a shared mount point", NETNS_DIR);
+    return 0;
+}
+
 /* A child enters a new network namespace and binds it onto path; the
  * namespace then lives as long as that mount. */
 static int netns_create(const char *path, struct sl_error *err)
@@ -41,7 +86,7 @@ static int netns_create(const char *path, struct sl_error *err)
         return strcmp(fstype, "nsfs") == 0 ? 0
                                            : sl_fail(err, SL_E_CONFLICT, "netns_busy",
                                                      "'%s' holds a '%s' mount", path, fstype);
-    if (fs_mkdir_p(NETNS_DIR, 0755, err) < 0)
+    if (netns_dir_prepare(err) < 0)
         return -1;
     int fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0444);
     if (fd < 0)
@@ -254,6 +299,93 @@ static int isolate(const struct net_config *cfg, json_t *result, struct sl_error
     return firewall_ensure(cfg->bridge, err);
 }
 
+/* The instance's port from its ADD result: the host-side veth (outside any
+ * sandbox, not the bridge), the MAC of the interface inside, and the
+ * address on that interface (else the first). False when one is missing. */
+static bool result_port(const struct net_config *cfg, const char *id, json_t *result,
+                        struct firewall_port *port)
+{
+    json_t *ifaces = json_object_get(result, "interfaces");
+    json_t *iface, *ip;
+    size_t i;
+    long inside = -1;
+
+    *port = (struct firewall_port){ 0 };
+    snprintf(port->id, sizeof(port->id), "%s", id);
+    json_array_foreach(ifaces, i, iface)
+    {
+        const char *name = json_string_value(json_object_get(iface, "name"));
+        const char *mac = json_string_value(json_object_get(iface, "mac"));
+        if (!name)
+            continue;
+        if (json_object_get(iface, "sandbox")) {
+            if (mac && inside < 0) {
+                inside = (long)i;
+                snprintf(port->mac, sizeof(port->mac), "%s", mac);
+            }
+        } else if (strcmp(name, cfg->bridge) != 0 && strlen(name) < sizeof(port->veth)) {
+            snprintf(port->veth, sizeof(port->veth), "%s", name);
+        }
+    }
+    json_array_foreach(json_object_get(result, "ips"), i, ip)
+    {
+        const char *cidr = json_string_value(json_object_get(ip, "address"));
+        json_t *at = json_object_get(ip, "interface");
+        if (!cidr || strchr(cidr, ':') || (port->ip[0] && json_integer_value(at) != inside))
+            continue;
+        snprintf(port->ip, sizeof(port->ip), "%.*s", (int)strcspn(cidr, "/"), cidr);
+    }
+    return port->veth[0] && port->mac[0] && port->ip[0];
+}
+
+int net_pin(const struct net_config *cfg, struct sl_error *err)
+{
+    cleanup_free char *dir = xasprintf("%s/results", cfg->state_dir);
+    cleanup_free char *unreadable = NULL; /* an attached instance with no port to pin */
+    struct firewall_port *ports = NULL;
+    size_t n = 0, cap = 0;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+
+    if (!d && errno != ENOENT)
+        return sl_fail_errno(err, "unable to read '%s'", dir);
+    while (d && (e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (len <= 5 || len - 5 >= SL_ID_MAX || strcmp(e->d_name + len - 5, ".json") != 0)
+            continue;
+        cleanup_free char *id = xstrndup(e->d_name, len - 5);
+        cleanup_free char *netns = net_netns_path(id);
+        cleanup_free char *path = xasprintf("%s/%s", dir, e->d_name);
+        json_error_t jerr;
+        if (access(netns, F_OK) != 0) /* not attached: its veth went with it */
+            continue;
+        cleanup_json json_t *result = json_load_file(path, 0, &jerr);
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            ports = xrealloc(ports, cap * sizeof(*ports));
+        }
+        if (result && result_port(cfg, id, result, &ports[n]))
+            n++;
+        else if (!unreadable)
+            unreadable = xstrdup(path);
+    }
+    if (d)
+        closedir(d);
+    enum firewall_pin_change change;
+    int rc = firewall_pin_ports(cfg->bridge, ports, n, &change, err);
+    free(ports);
+    /* Instances attached but no table: a reboot, or a flushed ruleset that
+     * took the iptables isolation rules with it: put those back too. */
+    if (rc == 0 && change == FIREWALL_PIN_CREATED)
+        rc = firewall_ensure(cfg->bridge, err);
+    /* the others are pinned; this one fails its start (net_attach) */
+    if (rc == 0 && unreadable)
+        rc = sl_fail(err, SL_E_INTERNAL, "network_failed",
+                     "'%s' names no veth, MAC and IPv4 address to pin: stop the instance",
+                     unreadable);
+    return rc;
+}
+
 static int detach(const struct net_config *cfg, const char *id, unsigned host_port, json_t *known,
                   struct sl_error *err);
 
@@ -303,7 +435,7 @@ int net_attach(const struct net_config *cfg, const char *id, unsigned host_port,
     first_ip(prev, out);
     if (!out->ip[0])
         sl_fail(err, SL_E_INTERNAL, "network_failed", "CNI gave '%s' no address", id);
-    if (!out->ip[0] || isolate(cfg, prev, err) < 0) {
+    if (!out->ip[0] || isolate(cfg, prev, err) < 0 || net_pin(cfg, err) < 0) {
         struct sl_error ignored = SL_ERROR_INIT;
         detach(cfg, id, host_port, prev, &ignored);
         sl_error_prefix(err, "attach network of '%s'", id);
@@ -337,6 +469,10 @@ static int detach(const struct net_config *cfg, const char *id, unsigned host_po
     int rc = chain_del(cfg, id, netns, host_port, known, err);
     struct sl_error e = SL_ERROR_INIT;
     if (netns_remove(netns, &e) < 0 && rc == 0) {
+        *err = e;
+        rc = -1;
+    }
+    if (net_pin(cfg, &e) < 0 && rc == 0) { /* its port's chain goes */
         *err = e;
         rc = -1;
     }

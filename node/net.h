@@ -52,6 +52,15 @@ bool net_attached(const struct net_config *cfg, const char *id);
 int net_detach(const struct net_config *cfg, const char *id, unsigned host_port,
                struct sl_error *err);
 
+/* Pins every attached instance's bridge port to the instance's MAC and
+ * IPv4 address (firewall_pin_ports), from the cached ADD results of the
+ * instances whose namespace exists: run by net_attach before it returns (so
+ * before any process of the instance runs), by net_detach, and by the
+ * agent's every pass (level-triggered: after an agent restart the table is
+ * found as it should be; after a host reboot or a flushed ruleset it is
+ * made again). */
+int net_pin(const struct net_config *cfg, struct sl_error *err);
+
 /* The address of an attached instance (its namespace exists) from the
  * cached ADD result, into ip (size bytes); false when there is none. Reads
  * one small file: cheap enough for every pass of the agent. */

@@ -2,6 +2,7 @@
 #include "boot.h"
 #include "fsutil.h"
 #include "gpu-devices.h"
+#include "rootfs.h"
 #include "seccomp.h"
 #include "../lib/buf.h"
 #include "../lib/cleanup.h"
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <sys/resource.h>
 #include <string.h>
+#include <unistd.h>
 
 /* What Docker and runc's spec template grant: enough for apt (chown, setuid
  * to _apt), pip, and sshd's privilege separation; no SYS_ADMIN, SYS_PTRACE,
@@ -81,12 +83,15 @@ static json_t *mounts(const struct oci_params *p)
     json_array_append_new(
         m, mount_entry("/run", "tmpfs", "tmpfs", "nosuid,nodev,mode=755,size=65536k"));
 
-    cleanup_free char *hosts = xasprintf("%s/hosts", p->boot_dir);
-    cleanup_free char *resolv = xasprintf("%s/resolv.conf", p->boot_dir);
     json_array_append_new(
         m, mount_entry(OCI_BOOT_MOUNT, "bind", p->boot_dir, "rbind,ro,nosuid,nodev"));
-    json_array_append_new(m, mount_entry("/etc/hosts", "bind", hosts, "rbind,nosuid,nodev"));
-    json_array_append_new(m, mount_entry("/etc/resolv.conf", "bind", resolv, "rbind,nosuid,nodev"));
+    /* Writable, and files of the system disk: what the renter writes into
+     * them lands on a disk the renter pays for, never on the host's. */
+    for (size_t i = 0; p->etc_dir && i < ARRAY_SIZE(rootfs_etc_files); i++) {
+        cleanup_free char *source = xasprintf("%s/%s", p->etc_dir, rootfs_etc_files[i]);
+        cleanup_free char *dest = xasprintf("/etc/%s", rootfs_etc_files[i]);
+        json_array_append_new(m, mount_entry(dest, "bind", source, "rbind,nosuid,nodev"));
+    }
     /* `shutdown` stops the instance from inside (boot.h, node/metadata.h) */
     cleanup_free char *shutdown = xasprintf("%s/shutdown", p->boot_dir);
     json_array_append_new(
@@ -119,10 +124,12 @@ static json_t *resources(const struct oci_params *p)
     return r;
 }
 
+/* cgroup: /proc/self/cgroup reads "/" and /sys/fs/cgroup is the
+ * instance's own subtree, not the host's layout (/suanli/<id>). */
 static json_t *namespaces(const struct oci_params *p)
 {
-    json_t *ns = json_pack("[{s:s}, {s:s}, {s:s}, {s:s}]", "type", "pid", "type", "ipc", "type",
-                           "uts", "type", "mount");
+    json_t *ns = json_pack("[{s:s}, {s:s}, {s:s}, {s:s}, {s:s}]", "type", "pid", "type", "ipc",
+                           "type", "uts", "type", "mount", "type", "cgroup");
     if (p->netns_path)
         json_array_append_new(ns,
                               json_pack("{s:s, s:s}", "type", "network", "path", p->netns_path));
@@ -178,6 +185,14 @@ json_t *oci_config(const struct oci_params *p)
     json_object_set_new(linux_section, "seccomp",
                         seccomp_profile(capabilities, ARRAY_SIZE(capabilities)));
     json_object_set_new(linux_section, "rootfsPropagation", json_string("rprivate"));
+    /* No IPv6 inside: the bridge drops it anyway (firewall.h); with it off
+     * the instance sends none and no program waits on it. /proc/sys is
+     * read-only inside, so it stays off. A host without IPv6 has no such
+     * sysctl, and runc would fail to set it. */
+    if (access("/proc/sys/net/ipv6/conf/all/disable_ipv6", F_OK) == 0)
+        json_object_set_new(linux_section, "sysctl",
+                            json_pack("{s:s, s:s}", "net.ipv6.conf.all.disable_ipv6", "1",
+                                      "net.ipv6.conf.default.disable_ipv6", "1"));
 
     return json_pack("{s:s, s:o, s:{s:s, s:b}, s:s, s:o, s:o, s:o}", "ociVersion", "1.0.2",
                      "process", proc, "root", "path", p->rootfs, "readonly", 0, "hostname", p->id,

@@ -18,6 +18,8 @@ struct oci_params {
     const char *rootfs;      /* host path of the mounted overlay root */
     const char *netns_path;  /* e.g. /run/netns/suanli-<id>; NULL: a new empty netns */
     const char *boot_dir;    /* host dir mounted read-only at OCI_BOOT_MOUNT */
+    const char *etc_dir;     /* hosts, hostname, resolv.conf on the system disk
+                                (rootfs_write_etc), bound over /etc's; NULL: none */
     const char *data_dir;    /* host path of the mounted data disk; NULL: none */
     const char *cgroup_path; /* e.g. "/suanli/<id>" */
     unsigned cpu_millicores; /* 1000 = one core; 0: no limit */

@@ -17,19 +17,69 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* the system's certificate authorities (Debian's ca-certificates) */
+#define PROXY_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
+
 /* a dead nginx is started again at most this often */
 #define RESTART_EVERY_MS 3000
 
 bool proxy_listen_valid(const char *s)
 {
     size_t n = s ? strlen(s) : 0;
-    const char *port = s ? strrchr(s, ':') : NULL;
-    port = port ? port + 1 : s;
-    if (n == 0 || n > 128 || strspn(s, "0123456789abcdefABCDEF.:[]-") != n || !*port ||
-        strspn(port, "0123456789") != strlen(port) || strlen(port) > 5)
+    const char *colon = s ? strrchr(s, ':') : NULL;
+    const char *port = colon ? colon + 1 : s;
+    unsigned char addr[sizeof(struct in6_addr)];
+    char host[64];
+
+    if (n == 0 || n > 64 || !*port || strspn(port, "0123456789") != strlen(port) ||
+        strlen(port) > 5)
         return false;
     long v = strtol(port, NULL, 10);
-    return v >= 1 && v <= 65535;
+    if (v < 1 || v > 65535)
+        return false;
+    if (!colon)
+        return true;
+    /* an address, never a name nginx would resolve */
+    size_t hn = (size_t)(colon - s);
+    if (hn > 2 && s[0] == '[' && s[hn - 1] == ']') {
+        snprintf(host, sizeof(host), "%.*s", (int)(hn - 2), s + 1);
+        return inet_pton(AF_INET6, host, addr) == 1;
+    }
+    snprintf(host, sizeof(host), "%.*s", (int)hn, s);
+    return inet_pton(AF_INET, host, addr) == 1;
+}
+
+bool proxy_auth_url_valid(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    size_t scheme = n > 8 && strncmp(s, "https://", 8) == 0  ? 8
+                    : n > 7 && strncmp(s, "http://", 7) == 0 ? 7
+                                                             : 0;
+    return scheme && n < 256 && s[scheme] != '/' &&
+           strspn(s + scheme,
+                  "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.:[]-_/") ==
+               n - scheme;
+}
+
+static bool word_valid(const char *s, size_t max)
+{
+    size_t n = s ? strlen(s) : 0;
+    return n > 0 && n < max &&
+           strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") == n;
+}
+
+/* A path nginx takes inside double quotes: absolute, no quote, backslash,
+ * '$' (a variable), blank or control byte. */
+static bool dir_valid(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n > 1024 || s[0] != '/')
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] <= ' ' || s[i] == '"' || s[i] == '\\' || s[i] == '$' ||
+            s[i] == ';' || s[i] == '{' || s[i] == '}' || s[i] == '#' || s[i] == 0x7f)
+            return false;
+    return true;
 }
 
 static bool route_valid(const struct proxy_route *r)
@@ -41,103 +91,180 @@ static bool route_valid(const struct proxy_route *r)
            inet_pton(AF_INET, r->ip, &a) == 1 && r->port >= 1 && r->port <= 65535;
 }
 
+/* Whether a valid route before routes[i] has its key: nginx refuses a map
+ * with a key twice, and the first one wins. */
+static bool routed_before(const struct proxy_route *routes, size_t i)
+{
+    for (size_t j = 0; j < i; j++)
+        if (routes[j].port == routes[i].port && route_valid(&routes[j]) &&
+            strcmp(routes[j].id, routes[i].id) == 0)
+            return true;
+    return false;
+}
+
+/* The parts of nginx.conf around the routes. Every request is judged on ONE
+ * host value, nginx's $host (the request line's host, else the Host header;
+ * lowercase, without port or final dot): it picks the route and it is what
+ * suanlid is asked about. The subrequest carries only headers nginx sets
+ * itself, so nothing a client sends (X-Original-*, X-Forwarded-*) reaches
+ * suanlid as a judgement's input, and the node's token, so suanlid answers
+ * this node only. The instance gets what suanlid let through: the URI,
+ * Cookie, Referer and Authorization without suanli's credentials. */
+static const char config_head[] =
+    "    map $http_upgrade $suanli_connection { default upgrade; '' close; }\n"
+    "    # INSTANCE-PORT.DOMAIN: the domain is suanlid's to check\n"
+    "    map $host $suanli_service {\n"
+    "        default \"\";\n"
+    "        \"~^(?<suanli_label>[a-z0-9-]+)\\.\" $suanli_label;\n"
+    "    }\n"
+    "    # a Host header naming another host than the request line's is refused\n"
+    "    map \"$host $http_host\" $suanli_host_agrees {\n"
+    "        default 0;\n"
+    "        \" \" 1;\n"
+    "        \"~*^([^ ]+) \\1\\.?(:[0-9]*)?$\" 1;\n"
+    "    }\n"
+    "    # suanlid's URI always starts with '/': nothing it says can name another upstream\n"
+    "    map $suanli_uri $suanli_upstream_uri { default \"/\"; \"~^/\" $suanli_uri; }\n"
+    "    map $suanli_service $suanli_backend {\n"
+    "        default \"\";\n";
+
+static const char config_server[] =
+    "        server_name _;\n"
+    "        if ($suanli_host_agrees = 0) {\n"
+    "            return 400 \"the request line and the Host header name different hosts: send "
+    "one\\n\";\n"
+    "        }\n"
+    "        if ($suanli_backend = \"\") {\n"
+    "            return 400 \"no such service here: the link is wrong, the instance is not "
+    "running, or the port is not published (suanli port ls)\\n\";\n"
+    "        }\n"
+    "        location / {\n"
+    "            auth_request /_suanli/auth;\n"
+    "            auth_request_set $suanli_set_cookie $upstream_http_x_suanli_set_cookie;\n"
+    "            auth_request_set $suanli_uri $upstream_http_x_suanli_uri;\n"
+    "            auth_request_set $suanli_cookie $upstream_http_x_suanli_cookie;\n"
+    "            auth_request_set $suanli_referer $upstream_http_x_suanli_referer;\n"
+    "            auth_request_set $suanli_authorization $upstream_http_x_suanli_authorization;\n"
+    "            add_header Set-Cookie $suanli_set_cookie always;\n"
+    "            proxy_pass http://$suanli_backend$suanli_upstream_uri;\n"
+    "            proxy_http_version 1.1;\n"
+    "            proxy_set_header Host $http_host;\n"
+    "            proxy_set_header Cookie $suanli_cookie;\n"
+    "            proxy_set_header Referer $suanli_referer;\n"
+    "            proxy_set_header Authorization $suanli_authorization;\n"
+    "            proxy_set_header Upgrade $http_upgrade;\n"
+    "            proxy_set_header Connection $suanli_connection;\n"
+    "            proxy_set_header X-Forwarded-For $remote_addr;\n"
+    "            proxy_set_header X-Forwarded-Host $http_host;\n"
+    "            proxy_set_header X-Forwarded-Proto $scheme;\n"
+    "            # an app's cookies stay on its own host, never a sibling's domain\n"
+    "            proxy_cookie_domain ~.+ $host;\n"
+    "            # an app does not steer nginx (an internal redirect to /_suanli/auth)\n"
+    "            proxy_ignore_headers X-Accel-Redirect X-Accel-Expires X-Accel-Limit-Rate "
+    "X-Accel-Buffering X-Accel-Charset;\n"
+    "            proxy_read_timeout 1d;\n"
+    "            proxy_send_timeout 1d;\n"
+    "            proxy_buffering off;\n"
+    "            proxy_request_buffering off;\n"
+    "            error_page 401 /_suanli/401;\n"
+    "            error_page 403 /_suanli/403;\n"
+    "            error_page 502 /_suanli/502;\n"
+    "        }\n"
+    "        location = /_suanli/auth {\n"
+    "            internal;\n"
+    "            proxy_pass_request_body off;\n"
+    "            proxy_pass_request_headers off;\n"
+    "            proxy_set_header Content-Length \"\";\n"
+    "            proxy_set_header Transfer-Encoding \"\";\n"
+    "            proxy_set_header X-Original-Host $host;\n"
+    "            proxy_set_header X-Original-URI $request_uri;\n"
+    "            proxy_set_header Cookie $http_cookie;\n"
+    "            proxy_set_header X-Original-Referer $http_referer;\n"
+    "            proxy_set_header X-Original-Authorization $http_authorization;\n"
+    "            proxy_set_header X-Original-Method $request_method;\n"
+    "            proxy_set_header X-Original-Sec-Fetch-Site $http_sec_fetch_site;\n"
+    "            proxy_set_header X-Original-Sec-Fetch-Mode $http_sec_fetch_mode;\n"
+    "            # the answer carries the Cookie and URI back: room for the largest\n"
+    "            proxy_buffer_size 64k;\n"
+    "            proxy_buffers 4 64k;\n"
+    "            proxy_connect_timeout 5s;\n"
+    "            proxy_read_timeout 15s;\n";
+
+static const char config_tail[] =
+    "        }\n"
+    "        location = /_suanli/401 {\n"
+    "            internal;\n"
+    "            return 401 \"sign in first: open the service's access link (suanli show "
+    "INSTANCE prints it)\\n\";\n"
+    "        }\n"
+    "        location = /_suanli/403 {\n"
+    "            internal;\n"
+    "            return 403 \"this service is not yours: ask its owner for its access "
+    "link\\n\";\n"
+    "        }\n"
+    "        location = /_suanli/502 {\n"
+    "            internal;\n"
+    "            return 502 \"nothing answers on this port inside the instance (yet)\\n\";\n"
+    "        }\n"
+    "    }\n"
+    "}\n";
+
 char *proxy_config(const struct proxy_settings *s, const struct proxy_route *routes, size_t n)
 {
     struct sl_buf b;
     const char *auth = s->auth_url;
-    size_t auth_len = strlen(auth);
 
+    if (!dir_valid(s->dir) || !proxy_listen_valid(s->listen) || !proxy_auth_url_valid(auth) ||
+        !word_valid(s->node_id, 64) || !word_valid(s->node_token, 256))
+        return NULL;
+    size_t auth_len = strlen(auth);
     while (auth_len > 0 && auth[auth_len - 1] == '/')
         auth_len--;
     sl_buf_init(&b);
     sl_buf_adds(&b, "# Written by suanli-node from its desired state: service ports\n"
-                    "# (docs/design/access.md). Edits are overwritten.\n");
+                    "# (docs/design/access.md). Edits are overwritten. 0600: the node's token.\n");
     if (s->drop_privileges)
         sl_buf_adds(&b, "user nobody nogroup;\n");
     sl_buf_addf(&b,
                 "daemon off;\n"
                 "worker_processes 1;\n"
-                "pid %s/nginx.pid;\n"
-                "error_log %s/error.log warn;\n"
+                "pid \"%s/nginx.pid\";\n"
+                "error_log \"%s/error.log\" warn;\n"
                 "events { worker_connections 4096; }\n"
                 "http {\n"
                 "    access_log off;\n"
                 "    server_tokens off;\n"
                 "    default_type text/plain;\n"
                 "    client_max_body_size 0;\n"
-                "    client_body_temp_path %s/tmp/body;\n"
-                "    proxy_temp_path %s/tmp/proxy;\n"
-                "    fastcgi_temp_path %s/tmp/fastcgi;\n"
-                "    uwsgi_temp_path %s/tmp/uwsgi;\n"
-                "    scgi_temp_path %s/tmp/scgi;\n"
-                "    map $http_upgrade $suanli_connection { default upgrade; '' close; }\n"
-                "    # INSTANCE-PORT.DOMAIN: the domain is suanlid's to check\n"
-                "    map $host $suanli_service { default \"\"; \"~^(?<l>[a-z0-9-]+)\\.\" $l; }\n"
-                "    map $suanli_service $suanli_backend {\n"
-                "        default \"\";\n",
+                "    client_body_temp_path \"%s/tmp/body\";\n"
+                "    proxy_temp_path \"%s/tmp/proxy\";\n"
+                "    fastcgi_temp_path \"%s/tmp/fastcgi\";\n"
+                "    uwsgi_temp_path \"%s/tmp/uwsgi\";\n"
+                "    scgi_temp_path \"%s/tmp/scgi\";\n",
                 s->dir, s->dir, s->dir, s->dir, s->dir, s->dir, s->dir);
+    sl_buf_adds(&b, config_head);
     for (size_t i = 0; i < n; i++) {
-        if (route_valid(&routes[i]))
+        if (route_valid(&routes[i]) && !routed_before(routes, i))
             sl_buf_addf(&b, "        %s-%u %s:%u;\n", routes[i].id, routes[i].port, routes[i].ip,
                         routes[i].port);
     }
-    sl_buf_addf(
-        &b,
-        "    }\n"
-        "    server {\n"
-        "        listen %s default_server;\n"
-        "        server_name _;\n"
-        "        if ($suanli_backend = \"\") {\n"
-        "            return 404 \"no service $host here: the instance is not running, the port is "
-        "not published (suanli port ls), or the link is wrong\\n\";\n"
-        "        }\n"
-        "        location / {\n"
-        "            auth_request /_suanli/auth;\n"
-        "            auth_request_set $suanli_cookie $upstream_http_x_suanli_set_cookie;\n"
-        "            add_header Set-Cookie $suanli_cookie always;\n"
-        "            proxy_pass http://$suanli_backend;\n"
-        "            proxy_http_version 1.1;\n"
-        "            proxy_set_header Host $http_host;\n"
-        "            proxy_set_header Upgrade $http_upgrade;\n"
-        "            proxy_set_header Connection $suanli_connection;\n"
-        "            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n"
-        "            proxy_set_header X-Forwarded-Proto $scheme;\n"
-        "            proxy_read_timeout 1d;\n"
-        "            proxy_send_timeout 1d;\n"
-        "            proxy_buffering off;\n"
-        "            proxy_request_buffering off;\n"
-        "            error_page 401 /_suanli/401;\n"
-        "            error_page 403 /_suanli/403;\n"
-        "            error_page 502 /_suanli/502;\n"
-        "        }\n"
-        "        location = /_suanli/auth {\n"
-        "            internal;\n"
-        "            proxy_pass %.*s/v1/proxy/auth;\n"
-        "            proxy_pass_request_body off;\n"
-        "            proxy_set_header Content-Length \"\";\n"
-        "            proxy_set_header Authorization \"\";\n"
-        "            proxy_set_header X-Original-Host $http_host;\n"
-        "            proxy_set_header X-Original-URI $request_uri;\n"
-        "            proxy_connect_timeout 5s;\n"
-        "            proxy_read_timeout 15s;\n"
-        "        }\n"
-        "        location = /_suanli/401 {\n"
-        "            internal;\n"
-        "            return 401 \"sign in first: open the service's access link (suanli show "
-        "INSTANCE prints it)\\n\";\n"
-        "        }\n"
-        "        location = /_suanli/403 {\n"
-        "            internal;\n"
-        "            return 403 \"this service is not yours: ask its owner for its access "
-        "link\\n\";\n"
-        "        }\n"
-        "        location = /_suanli/502 {\n"
-        "            internal;\n"
-        "            return 502 \"nothing answers on this port inside the instance (yet)\\n\";\n"
-        "        }\n"
-        "    }\n"
-        "}\n",
-        s->listen, (int)auth_len, auth);
+    sl_buf_addf(&b,
+                "    }\n"
+                "    server {\n"
+                "        listen %s default_server;\n",
+                s->listen);
+    sl_buf_adds(&b, config_server);
+    sl_buf_addf(&b,
+                "            proxy_pass %.*s/v1/nodes/%s/proxy/auth;\n"
+                "            proxy_set_header Authorization \"Bearer %s\";\n",
+                (int)auth_len, auth, s->node_id, s->node_token);
+    if (strncmp(auth, "https://", 8) == 0)
+        /* the node's token goes only to a suanlid whose certificate checks
+         * out, as the agent's own requests do (libcurl's defaults) */
+        sl_buf_adds(&b, "            proxy_ssl_server_name on;\n"
+                        "            proxy_ssl_verify on;\n"
+                        "            proxy_ssl_trusted_certificate " PROXY_CA_BUNDLE ";\n");
+    sl_buf_adds(&b, config_tail);
     return sl_buf_detach(&b, NULL);
 }
 
@@ -269,6 +396,10 @@ static int start(struct proxy *p, struct sl_error *err)
 int proxy_sync(struct proxy *p, const struct proxy_route *routes, size_t n, struct sl_error *err)
 {
     cleanup_free char *text = proxy_config(&p->s, routes, n);
+    if (!text)
+        return sl_fail(err, SL_E_INVALID, "invalid_option",
+                       "the proxy's settings cannot go into nginx.conf: check proxy.listen, "
+                       "server (http://HOST:PORT) and the data directory's path");
     bool running = alive(p);
     bool changed = !p->text || strcmp(p->text, text) != 0;
 

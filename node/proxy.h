@@ -1,10 +1,12 @@
 /* The node's HTTP edge for service ports (DESIGN.md section 5): an nginx the
  * agent runs as its own child, with its own prefix under DATA/proxy, routing
- * http://{instance}-{port}.{domain}/ by Host to the instance's bridge address
- * and asking suanlid (GET /v1/proxy/auth, nginx auth_request) whether each
- * request may pass.
+ * http://{instance}-{port}.{domain}/ by host to the instance's bridge address
+ * and asking suanlid (GET /v1/nodes/{id}/proxy/auth with the node's token,
+ * nginx auth_request) whether each request may pass and what of it the
+ * instance may see (docs/design/access.md, "Service ports").
  *
- *   DATA/proxy/nginx.conf   generated from the desired state (proxy_config)
+ *   DATA/proxy/nginx.conf   generated from the desired state (proxy_config);
+ *                           0600: it holds the node's token
  *   DATA/proxy/nginx.pid    the master's pid: a restarted agent adopts it
  *   DATA/proxy/error.log    nginx's own log (no access log)
  *   DATA/proxy/tmp/         nginx's temp paths (unused: nothing is buffered)
@@ -31,10 +33,12 @@ struct proxy_route {
 };
 
 struct proxy_settings {
-    const char *dir;      /* DATA/proxy, absolute */
-    const char *listen;   /* nginx listen: "0.0.0.0:8080", "127.0.0.1:18080", "8080" */
-    const char *auth_url; /* suanlid's base URL: "http://127.0.0.1:7070" */
-    bool drop_privileges; /* workers as nobody:nogroup (the agent runs as root) */
+    const char *dir;        /* DATA/proxy, absolute */
+    const char *listen;     /* nginx listen: "0.0.0.0:8080", "127.0.0.1:18080", "8080" */
+    const char *auth_url;   /* suanlid's base URL: "http://127.0.0.1:7070" */
+    const char *node_id;    /* this node ... */
+    const char *node_token; /* ... and its token, for the auth subrequest */
+    bool drop_privileges;   /* workers as nobody:nogroup (the agent runs as root) */
 };
 
 struct proxy {
@@ -49,11 +53,19 @@ struct proxy {
 };
 
 /* Whether s is a listen address nginx takes and this file writes safely:
- * PORT, HOST:PORT or [V6]:PORT. */
+ * PORT, IPV4:PORT or [IPV6]:PORT (addresses, never names to resolve). */
 bool proxy_listen_valid(const char *s);
 
-/* The nginx.conf text for these routes (routes with a bad id or address are
- * left out). The caller frees it. */
+/* Whether s is a suanlid URL this file writes into nginx.conf safely:
+ * http[s]://HOST[:PORT][/PATH] of plain characters. */
+bool proxy_auth_url_valid(const char *s);
+
+/* The nginx.conf text for these routes (routes with a bad id, address or
+ * port are left out, and a second route of one id and port), which the
+ * caller frees; NULL when a setting is not one nginx
+ * can be given safely (proxy_listen_valid, proxy_auth_url_valid, a node id
+ * and token of [A-Za-z0-9_-], a directory without quotes, '$', blanks or
+ * controls). */
 char *proxy_config(const struct proxy_settings *s, const struct proxy_route *routes, size_t n);
 
 /* Makes nginx run with the configuration for routes: adopts a running

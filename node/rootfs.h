@@ -19,4 +19,17 @@ int rootfs_mount(const char *const *lowers, size_t n_lowers, const char *upper, 
 /* Unmounts the overlay at target. Nothing mounted is a no-op. */
 int rootfs_unmount(const char *target, struct sl_error *err);
 
+/* The files of /etc the node writes for an instance: bound (read-write)
+ * over the image's from a directory on the instance's system disk, so what
+ * the renter writes into them counts against the renter's own disk. */
+extern const char *const rootfs_etc_files[3]; /* "hosts", "hostname", "resolv.conf" */
+
+/* Writes dir/hosts (localhost, the id at 127.0.1.1), dir/hostname (the id)
+ * and dir/resolv.conf (the host's resolvers, less loopback ones), making
+ * dir (0755) if missing. dir must be the host's alone (not reachable from
+ * inside as a directory): each file is rewritten in place, O_TRUNC and
+ * O_NOFOLLOW, so a start succeeds on a disk the renter filled up (the old
+ * file's blocks are freed first, and no new inode is needed). */
+int rootfs_write_etc(const char *dir, const char *id, struct sl_error *err);
+
 #endif

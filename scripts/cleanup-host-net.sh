@@ -35,6 +35,11 @@ for chain in SUANLI-FORWARD SUANLI-INPUT; do
         drop_chain filter "$chain"
     fi
 done
+# the bridge's nftables table pinning instance ports (node/firewall.h): the
+# agent removes it with the last instance; a killed agent may leave it
+if ! ip link show "$bridge" >/dev/null 2>&1 && command -v nft >/dev/null 2>&1; then
+    nft delete table bridge "suanli-$bridge" 2>/dev/null
+fi
 # the metadata endpoint's DNAT (node/firewall.h): likewise
 if ! ip link show "$bridge" >/dev/null 2>&1; then
     iptables -w -t nat -S SUANLI-METADATA 2>/dev/null | grep -- "-i $bridge " |

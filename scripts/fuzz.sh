@@ -4,13 +4,14 @@
 # copy of the seed corpus (tests/fuzz/corpus/).
 #   scripts/fuzz.sh [SECONDS]
 # Environment: FUZZ_JOBS (parallel compiles, default 2), FUZZ_ARGS (extra
-# libFuzzer flags), CC_FUZZ (default clang).
+# libFuzzer flags), CC_FUZZ (default clang), FUZZ_BUILD (the build directory,
+# default build-fuzz).
 # Exits 1 on a crash, printing the path of the input that crashed: replay it
 # with `build-fuzz/fuzz-api PATH`.
 set -eu
 seconds=${1:-60}
 cd "$(dirname "$0")/.."
-out=build-fuzz
+out=${FUZZ_BUILD:-build-fuzz}
 bin=$out/fuzz-api
 cc=${CC_FUZZ:-clang}
 jobs=${FUZZ_JOBS:-2}
@@ -63,7 +64,7 @@ done
 if [ "$relink" = 1 ]; then
     echo "fuzz.sh: linking $bin" >&2
     # shellcheck disable=SC2086
-    $cc $cflags -o "$bin" $objects $pkg_libs -lpthread
+    $cc $cflags -o "$bin" $objects $pkg_libs -lcrypt -lpthread
 fi
 
 # a dictionary of the API's words helps libFuzzer past string comparisons
@@ -118,6 +119,23 @@ cat >"$dict" <<'EOF'
 "all"
 "/v1/"
 "%2F"
+"suanli_token="
+"suanli_session="
+"suanli_port_token="
+"SUANLI_SESSION"
+"%5F"
+"%5f"
+"Bearer sl_"
+".localhost"
+"-6006.localhost"
+"-6008.localhost:8080"
+"@T"
+"@S"
+"@O"
+"@I"
+"; "
+"&"
+"?"
 EOF
 
 # the scratch directory holds the corpus copy and the harness's store (its

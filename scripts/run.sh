@@ -7,6 +7,9 @@
 #   SUANLI_NODE    node data (default: run/node)
 #   SUANLI_LISTEN  API address (default: 127.0.0.1:7070)
 #   SUANLI_GPUS    simulated GPUs, COUNT:MODEL (default: 8:RTX 4090 without NVML)
+#   SUANLI_DISK_OVERCOMMIT  percent of instance disk space a host may promise
+#                  beyond what it can hold (default 1000: a laptop's free space
+#                  holds few 80 GiB sparse disks; 0 on a real host)
 set -eu
 cd "$(dirname "$0")/.."
 data=${SUANLI_DATA:-run/data}
@@ -17,8 +20,10 @@ mkdir -p "$data" run
 first=yes
 [ -f "$data/suanli.db" ] && first=no
 
+overcommit=${SUANLI_DISK_OVERCOMMIT:-1000}
 build/suanlid --data-dir "$data" --listen "$listen" \
-    --set catalog_seed="$PWD/etc/catalog.sample.json" &
+    --set catalog_seed="$PWD/etc/catalog.sample.json" \
+    --set nodes.disk_overcommit_percent="$overcommit" &
 suanlid=$!
 node=
 stop() {
@@ -35,6 +40,9 @@ until curl -fsS "$url/healthz" >/dev/null 2>&1; do
     sleep 0.1
 done
 [ "$first" = no ] && echo "run: the admin password is in $data/admin-password"
+[ "$overcommit" != 0 ] &&
+    echo "run: hosts may promise instance disks $overcommit% beyond the space they hold" \
+        "(a test setting; SUANLI_DISK_OVERCOMMIT=0 for none)"
 
 api() { # METHOD PATH [BODY] with the admin's session
     if [ $# -gt 2 ]; then
@@ -57,8 +65,11 @@ else
             echo "run: cannot log in as admin@localhost to enroll a node" >&2
             stop
         fi
-        join=$(api POST /v1/admin/join-tokens '{"region":"sample-1"}' | jq -r .token)
-        set -- "$@" --join "$join"
+        # by file, never on the command line (the process list shows it)
+        (umask 077 && mkdir -p "$node_data" &&
+            api POST /v1/admin/join-tokens '{"region":"sample-1"}' | jq -r .token \
+                >"$node_data/join-token")
+        set -- "$@" --join "$node_data/join-token"
     fi
     if ! ldconfig -p 2>/dev/null | grep -q libnvidia-ml.so.1; then
         set -- "$@" --simulate-gpus "${SUANLI_GPUS:-8:RTX 4090}"

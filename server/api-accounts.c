@@ -15,6 +15,18 @@
 #include <stdio.h>
 #include <string.h>
 
+/* 429 for an address over a limit, with Retry-After in seconds. */
+static int too_many(struct api_response *res, const char *code, const char *what,
+                    int64_t retry_after, struct sl_error *err)
+{
+    char secs[32];
+
+    snprintf(secs, sizeof(secs), "%" PRId64, retry_after);
+    api_add_header(res, "Retry-After", secs);
+    return sl_fail(err, SL_E_RATE_LIMITED, code,
+                   "too many %s from this address: wait %" PRId64 " seconds", what, retry_after);
+}
+
 int api_register(struct api_request *req, struct api_response *res, struct sl_error *err)
 {
     const char *email = NULL, *password = NULL, *name = NULL;
@@ -24,7 +36,19 @@ int api_register(struct api_request *req, struct api_response *res, struct sl_er
         { "name", SL_JSON_STRING, .max_len = 100, .out = &name },
     };
     char id[SL_ID_MAX];
+    int64_t retry_after;
+    int rc;
 
+    if (auth_check_browser_origin(req, err) < 0)
+        return -1;
+    /* API_OWN_TX: the attempt stays counted when the registration is refused */
+    rc = auth_rate_take(req->srv, "register", req->remote_addr,
+                        req->srv->cfg.register_max_per_address, req->srv->cfg.register_window,
+                        &retry_after, err);
+    if (rc < 0)
+        return -1;
+    if (rc == 0)
+        return too_many(res, "too_many_registrations", "registrations", retry_after, err);
     if (api_body_fields(req, fields, ARRAY_SIZE(fields), err) < 0 ||
         accounts_check_email(email, err) < 0 || accounts_check_password(password, err) < 0)
         return -1;
@@ -51,6 +75,15 @@ static void lowercase(char *s)
         *s = (char)tolower((unsigned char)*s);
 }
 
+/* Host-only (no Domain), script-proof, sent with no request another site
+ * starts, and Secure when the client came over https (a trusted proxy says
+ * so); docs/design/control-plane.md. */
+static char *session_cookie(const struct api_request *req, const char *value, int64_t max_age)
+{
+    return xasprintf(AUTH_COOKIE "=%s; Path=/; Max-Age=%" PRId64 "; HttpOnly; SameSite=Strict%s",
+                     value, max_age, req->https ? "; Secure" : "");
+}
+
 int api_login(struct api_request *req, struct api_response *res, struct sl_error *err)
 {
     struct server *srv = req->srv;
@@ -64,22 +97,17 @@ int api_login(struct api_request *req, struct api_response *res, struct sl_error
     bool ok = false;
     int rc;
 
-    if (api_body_fields(req, fields, ARRAY_SIZE(fields), err) < 0)
+    /* a page elsewhere must not log a visitor into an account of its choosing */
+    if (auth_check_browser_origin(req, err) < 0 ||
+        api_body_fields(req, fields, ARRAY_SIZE(fields), err) < 0)
         return -1;
     cleanup_free char *email = xstrdup(email_in);
     lowercase(email);
     rc = auth_login_allowed(srv, email, req->remote_addr, &retry_after, err);
     if (rc < 0)
         return -1;
-    if (rc == 0) {
-        char secs[32];
-        snprintf(secs, sizeof(secs), "%" PRId64, retry_after);
-        api_add_header(res, "Retry-After", secs);
-        return sl_fail(err, SL_E_RATE_LIMITED, "too_many_login_failures",
-                       "too many failed logins: wait %" PRId64 " seconds, or reset the password "
-                       "with the operator",
-                       retry_after);
-    }
+    if (rc == 0)
+        return too_many(res, "too_many_login_failures", "failed logins", retry_after, err);
     {
         cleanup_rows struct db_rows *rows =
             store_query(srv->store, "SELECT id, password_hash FROM users WHERE email = ?1",
@@ -100,16 +128,14 @@ int api_login(struct api_request *req, struct api_response *res, struct sl_error
             return -1;
         return sl_fail(err, SL_E_UNAUTHENTICATED, "invalid_credentials", "wrong email or password");
     }
-    if (auth_login_succeeded(srv, email, err) < 0 ||
+    if (auth_login_succeeded(srv, email, req->remote_addr, err) < 0 ||
         auth_token_create(srv->store, user_id, "session", "login session", expires, token, token_id,
                           err) < 0)
         return -1;
     json_t *user = accounts_user_json(srv, user_id, err);
     if (!user)
         return -1;
-    cleanup_free char *cookie =
-        xasprintf("%s=%s; Path=/; Max-Age=%" PRId64 "; HttpOnly; SameSite=Lax", AUTH_COOKIE, token,
-                  srv->cfg.session_ttl);
+    cleanup_free char *cookie = session_cookie(req, token, srv->cfg.session_ttl);
     api_add_header(res, "Set-Cookie", cookie);
     api_reply(res, 201,
               json_pack("{s:s, s:s, s:o, s:o}", "token", token, "token_id", token_id, "expires_at",
@@ -122,7 +148,8 @@ int api_logout(struct api_request *req, struct api_response *res, struct sl_erro
     if (store_exec(req->srv->store, "DELETE FROM tokens WHERE id = ?1",
                    DB_ARGS(DB_TEXT(req->caller.token_id)), err) < 0)
         return -1;
-    api_add_header(res, "Set-Cookie", AUTH_COOKIE "=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax");
+    cleanup_free char *cookie = session_cookie(req, "", 0);
+    api_add_header(res, "Set-Cookie", cookie);
     api_reply(res, 204, NULL);
     return 0;
 }

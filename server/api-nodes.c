@@ -15,10 +15,11 @@ int api_admin_join_tokens_create(struct api_request *req, struct api_response *r
                                  struct sl_error *err)
 {
     const char *region = NULL;
-    int64_t hours = 0;
+    int64_t hours = 0, max_uses = 1;
     const struct sl_json_field fields[] = {
         { "region", SL_JSON_STRING, .required = true, .min_len = 1, .max_len = 32, .out = &region },
         { "expires_in_hours", SL_JSON_INT, .min = 1, .max = 24 * 365, .out = &hours },
+        { "max_uses", SL_JSON_INT, .min = 1, .max = 10000, .out = &max_uses },
     };
     char id[SL_ID_MAX], secret[SL_TOKEN_MAX];
     int64_t ttl;
@@ -26,20 +27,25 @@ int api_admin_join_tokens_create(struct api_request *req, struct api_response *r
     if (api_body_fields(req, fields, ARRAY_SIZE(fields), err) < 0)
         return -1;
     ttl = hours ? hours * 3600 : req->srv->cfg.join_token_ttl;
-    if (nodes_join_token_create(req->srv, region, ttl, req->caller.user_id, id, secret, err) < 0)
+    if (nodes_join_token_create(req->srv, region, ttl, max_uses, req->caller.user_id, id, secret,
+                                err) < 0)
         return -1;
     api_reply(res, 201,
-              json_pack("{s:s, s:s, s:s, s:o}", "id", id, "token", secret, "region", region,
-                        "expires_at", api_time(sl_time_now() + ttl)));
+              json_pack("{s:s, s:s, s:s, s:o, s:I, s:I}", "id", id, "token", secret, "region",
+                        region, "expires_at", api_time(sl_time_now() + ttl), "uses", (json_int_t)0,
+                        "max_uses", (json_int_t)max_uses));
     return 0;
 }
 
 static json_t *join_token_json(struct db_rows *rows, void *ctx)
 {
     (void)ctx;
-    return json_pack("{s:s, s:s, s:o, s:o}", "id", db_text(rows, 1), "region", db_text(rows, 2),
-                     "created_at", api_time(db_int(rows, 3)), "expires_at",
-                     api_time(db_int(rows, 4)));
+    /* max_uses null: a token made before uses were counted, reusable until
+     * it expires */
+    return json_pack("{s:s, s:s, s:o, s:o, s:I, s:o}", "id", db_text(rows, 1), "region",
+                     db_text(rows, 2), "created_at", api_time(db_int(rows, 3)), "expires_at",
+                     api_time(db_int(rows, 4)), "uses", (json_int_t)db_int(rows, 5), "max_uses",
+                     db_null(rows, 6) ? json_null() : json_integer(db_int(rows, 6)));
 }
 
 int api_admin_join_tokens_list(struct api_request *req, struct api_response *res,
@@ -51,7 +57,8 @@ int api_admin_join_tokens_list(struct api_request *req, struct api_response *res
         return -1;
     cleanup_rows struct db_rows *rows =
         store_query(req->srv->store,
-                    "SELECT rowid, id, region_id, created_at, expires_at FROM join_tokens"
+                    "SELECT rowid, id, region_id, created_at, expires_at, uses, max_uses"
+                    " FROM join_tokens"
                     " WHERE rowid > ?1 AND expires_at > ?2 ORDER BY rowid LIMIT ?3",
                     DB_ARGS(DB_INT(after), DB_INT(sl_time_now()), DB_INT(limit)), err);
     return rows ? api_reply_rows(res, rows, join_token_json, NULL, limit, err) : -1;

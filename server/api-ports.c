@@ -101,7 +101,7 @@ int api_instances_ports_set(struct api_request *req, struct api_response *res, s
                            "instance '%s' already publishes %" PRId64 " ports, the most allowed: "
                            "remove one first (suanli port rm)",
                            req->params[0], have);
-        if (ports_insert(st, req->params[0], port, public, "", err) < 0)
+        if (ports_insert(req->srv, req->params[0], port, public, "", err) < 0)
             return -1;
     } else if (public_given &&
                store_exec(st,
@@ -148,24 +148,45 @@ int api_instances_ports_delete(struct api_request *req, struct api_response *res
     return 0;
 }
 
-/* nginx's auth_request: 204 lets the request pass, 401 and 403 refuse it
- * (anything else would be a 500 to the browser). Asked for every proxied
- * request, so it logs nothing when it passes (API_QUIET). */
+/* Adds "name: value" when value is set and fits on a header line. */
+static void add_filtered(struct api_response *res, const char *name, const char *value)
+{
+    if (value && *value && !strpbrk(value, "\r\n"))
+        api_add_header(res, name, value);
+}
+
+/* nginx's auth_request, with the node's own token (API_NODE): 204 lets the
+ * request pass, 401 and 403 refuse it (anything else would be a 500 to the
+ * browser). Every header it reads is one nginx sets itself for the
+ * subrequest (node/proxy.c): the host nginx routed on, the request's
+ * method and URI, the client's Cookie, Referer, Authorization and fetch
+ * metadata (Sec-Fetch-Site, Sec-Fetch-Mode); a passing answer carries
+ * them back without suanli's credentials, and nginx sends those to the
+ * instance. Asked for every proxied request, so it logs nothing when it
+ * passes (API_QUIET). */
 int api_proxy_auth(struct api_request *req, struct api_response *res, struct sl_error *err)
 {
     struct ports_request rq = {
+        .node_id = req->caller.node_id,
         .host = api_header(req, "X-Original-Host"),
         .uri = api_header(req, "X-Original-URI"),
-        .cookie_token = req->io.cookie ? req->io.cookie(req->io.ctx, PORTS_COOKIE) : NULL,
-        .user_id = req->caller.authenticated ? req->caller.user_id : NULL,
+        .cookie = api_header(req, "Cookie"),
+        .method = api_header(req, "X-Original-Method"),
+        .fetch_site = api_header(req, "X-Original-Sec-Fetch-Site"),
+        .fetch_mode = api_header(req, "X-Original-Sec-Fetch-Mode"),
     };
     enum ports_verdict verdict;
     char token[PORTS_TOKEN_HEX];
     const char *why;
 
-    if (!rq.host)
+    if (!rq.host || !rq.uri)
         return sl_fail(err, SL_E_INVALID, "missing_header",
-                       "X-Original-Host is missing: this route is for the nodes' proxies");
+                       "X-Original-Host or X-Original-URI is missing: this route is for the "
+                       "node's nginx");
+    cleanup_free char *uri = ports_uri_filter(rq.uri);
+    if (!uri)
+        return sl_fail(err, SL_E_INVALID, "invalid_uri",
+                       "X-Original-URI is not a request path: this route is for the node's nginx");
     if (ports_authorize(req->srv, &rq, &verdict, token, &why, err) < 0)
         return -1;
     switch (verdict) {
@@ -176,9 +197,18 @@ int api_proxy_auth(struct api_request *req, struct api_response *res, struct sl_
         api_add_header(res, "X-Suanli-Set-Cookie", cookie);
     }
     /* fall through */
-    case PORTS_PASS:
+    case PORTS_PASS: {
+        const char *authorization = api_header(req, "X-Original-Authorization");
+        cleanup_free char *cookie = ports_cookie_filter(rq.cookie);
+        cleanup_free char *referer = ports_referer_filter(api_header(req, "X-Original-Referer"));
+        api_add_header(res, "X-Suanli-URI", uri);
+        add_filtered(res, "X-Suanli-Cookie", cookie);
+        add_filtered(res, "X-Suanli-Referer", referer);
+        if (!ports_authorization_is_suanli(authorization))
+            add_filtered(res, "X-Suanli-Authorization", authorization);
         api_reply(res, 204, NULL);
         return 0;
+    }
     case PORTS_UNAUTHENTICATED:
         return sl_fail(err, SL_E_UNAUTHENTICATED, "access_denied", "%s", why);
     case PORTS_FORBIDDEN:

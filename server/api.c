@@ -275,6 +275,10 @@ void api_dispatch(struct api_request *req, struct api_response *res)
     }
     if (auth_authenticate(req, &err) < 0)
         goto out;
+    /* the session cookie rides along with any page's requests: only the
+     * API's own pages may use it (auth.h) */
+    if (auth_check_cookie_request(req, &err) < 0)
+        goto out;
     if (req->route->flags & API_NODE) {
         /* a node speaks for itself only: another node's id is 404 */
         if (!req->caller.node_id[0] || strcmp(req->caller.node_id, req->params[0]) != 0) {

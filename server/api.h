@@ -34,6 +34,7 @@ struct api_caller {
     char user_id[SL_ID_MAX];
     char token_id[SL_ID_MAX];
     char token_kind[8];      /* "session" or "api" */
+    bool via_cookie;         /* the credential came in the session cookie */
     char node_id[SL_ID_MAX]; /* set for a node agent's token; then no user */
 };
 
@@ -43,7 +44,12 @@ struct api_request {
     const char *path;
     const char *body;
     size_t body_len;
-    const char *remote_addr;
+    const char *remote_addr; /* the client: the peer, or what a trusted proxy says */
+    /* Filled by the transport from what a trusted proxy says
+     * (X-Forwarded-Proto, X-Forwarded-Host); else false and NULL: the Host
+     * header is then the host. */
+    bool https;
+    const char *forwarded_host;
     struct api_io io;
     /* filled by the dispatcher */
     const struct api_route *route;

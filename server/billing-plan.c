@@ -1,7 +1,9 @@
 /* Prepaid plans: a day, a week or a month of an instance's GPUs, paid up
  * front at a discount (billing.plan_*_percent of the hourly price), its GPUs
- * kept while it is stopped. Leaving a plan early refunds the unused part,
- * prorated per second in the renter's favour. */
+ * kept while it is stopped. Leaving a plan early refunds what is left of the
+ * price after charging the time used at the pay-as-you-go rate of the day
+ * it was bought: the discount is for the whole period, never for part of
+ * it (docs/design/billing.md). */
 #include "billing.h"
 
 #include "../lib/cleanup.h"
@@ -55,6 +57,7 @@ int billing_plan_active(struct store *st, const char *instance_id, bool *active,
 struct plan_row {
     char user_id[SL_ID_MAX], state[16], plan[16], model_id[SL_ID_MAX], region[64];
     int64_t gpus, started, expires, price, auto_renew, seq;
+    int64_t hourly; /* the pay-as-you-go rate when bought; 0 before it was kept */
 };
 
 static int plan_load(struct store *st, const char *id, struct plan_row *p, struct sl_error *err)
@@ -63,7 +66,7 @@ static int plan_load(struct store *st, const char *id, struct plan_row *p, struc
         st,
         "SELECT user_id, state, plan, gpu_model_id, region_id, gpus,"
         " COALESCE(plan_started_at, 0), COALESCE(plan_expires_at, 0), plan_price_micros,"
-        " plan_auto_renew, plan_seq FROM instances WHERE id = ?1",
+        " plan_auto_renew, plan_seq, plan_hourly_micros FROM instances WHERE id = ?1",
         DB_ARGS(DB_TEXT(id)), err);
     int rc;
 
@@ -83,23 +86,37 @@ static int plan_load(struct store *st, const char *id, struct plan_row *p, struc
     p->price = db_int(rows, 8);
     p->auto_renew = db_int(rows, 9);
     p->seq = db_int(rows, 10);
+    p->hourly = db_int(rows, 11);
     return 0;
 }
 
-static int price_of(struct server *srv, const struct plan_row *p, const char *plan, int64_t *price,
-                    struct sl_error *err)
+/* The instance's GPU-mode pay-as-you-go rate now. */
+static int payg_rate(struct server *srv, const struct plan_row *p, int64_t *rate,
+                     struct sl_error *err)
 {
-    int64_t period, hourly, rate, total;
+    int64_t hourly;
+
+    if (catalog_hourly_price(srv->store, p->model_id, p->region, &hourly, err) < 0)
+        return -1;
+    return sl_money_mul(hourly, p->gpus, rate, err);
+}
+
+/* The up-front price of plan; rate (may be NULL) gets the pay-as-you-go
+ * rate it is a discount of. */
+static int price_of(struct server *srv, const struct plan_row *p, const char *plan, int64_t *price,
+                    int64_t *rate_out, struct sl_error *err)
+{
+    int64_t period, rate, total;
     int which = billing_plan_period(plan, &period, err);
 
     if (which < 0)
         return -1;
     if (which == 0)
         return sl_fail(err, SL_E_INTERNAL, NULL, "BUG: pay-as-you-go has no price");
-    if (catalog_hourly_price(srv->store, p->model_id, p->region, &hourly, err) < 0 ||
-        sl_money_mul(hourly, p->gpus, &rate, err) < 0 ||
-        sl_money_mul(rate, period / 3600, &total, err) < 0)
+    if (payg_rate(srv, p, &rate, err) < 0 || sl_money_mul(rate, period / 3600, &total, err) < 0)
         return -1;
+    if (rate_out)
+        *rate_out = rate;
     /* percent of the full price, rounded down: the discount never costs */
     return sl_money_prorate(total, srv->cfg.plan_percent[which - 1], 100, price, err);
 }
@@ -109,8 +126,9 @@ int billing_plan_price(struct server *srv, const char *instance_id, const char *
 {
     struct plan_row p;
 
-    return plan_load(srv->store, instance_id, &p, err) < 0 ? -1
-                                                           : price_of(srv, &p, plan, price, err);
+    return plan_load(srv->store, instance_id, &p, err) < 0
+               ? -1
+               : price_of(srv, &p, plan, price, NULL, err);
 }
 
 static int charge_row(struct store *st, const char *txn_id, const struct plan_row *p,
@@ -135,10 +153,11 @@ static int buy(struct server *srv, const char *id, struct plan_row *p, const cha
     struct store *st = srv->store;
     char account[LEDGER_ACCOUNT_MAX], key[96], txn_id[SL_ID_MAX], memo[96];
     char need[SL_MONEY_FORMAT_MAX], have[SL_MONEY_FORMAT_MAX], missing[SL_MONEY_FORMAT_MAX];
-    int64_t period, price, balance;
+    int64_t period, price, rate, balance;
     bool existed;
 
-    if (billing_plan_period(plan, &period, err) < 0 || price_of(srv, p, plan, &price, err) < 0 ||
+    if (billing_plan_period(plan, &period, err) < 0 ||
+        price_of(srv, p, plan, &price, &rate, err) < 0 ||
         ledger_balance(st, ledger_user_account(account, p->user_id), &balance, err) < 0)
         return -1;
     if (balance < price)
@@ -166,9 +185,10 @@ static int buy(struct server *srv, const char *id, struct plan_row *p, const cha
     if (store_exec(st,
                    "UPDATE instances SET plan = ?2, plan_started_at = ?3, plan_expires_at = ?4,"
                    " plan_price_micros = ?5, plan_auto_renew = ?6, plan_seq = plan_seq + 1,"
-                   " stopped_at = NULL, release_warnings = 0 WHERE id = ?1",
+                   " plan_hourly_micros = ?7, stopped_at = NULL, release_warnings = 0"
+                   " WHERE id = ?1",
                    DB_ARGS(DB_TEXT(id), DB_TEXT(plan), DB_INT(start), DB_INT(start + period),
-                           DB_INT(price), DB_INT(auto_renew)),
+                           DB_INT(price), DB_INT(auto_renew), DB_INT(rate)),
                    err) < 0)
         return -1;
     char until[SL_TIME_FORMAT_MAX], cost[SL_MONEY_FORMAT_MAX];
@@ -177,15 +197,45 @@ static int buy(struct server *srv, const char *id, struct plan_row *p, const cha
                   p->gpus == 1 ? "its GPU" : "its GPUs", sl_time_format(start + period, until),
                   auto_renew ? ", renewed automatically while the balance allows" : "");
     p->seq++;
+    p->hourly = rate;
     return instance_event(st, id, start < sl_time_now() ? "plan_renewed" : "plan", p->state, "user",
                           message, err);
+}
+
+/* What leaving the plan now gives back: the price less the time used
+ * (outages excluded: they lengthen the plan) at the pay-as-you-go rate of the
+ * day it was bought, never below 0 nor above the price. A plan past its end
+ * that the billing loop has not ended yet gives nothing back. */
+static int refund_of(struct server *srv, const struct plan_row *p, int64_t now, int64_t *used,
+                     int64_t *rate, int64_t *refund, struct sl_error *err)
+{
+    int64_t period, consumed;
+
+    *refund = 0;
+    *used = 0;
+    *rate = p->hourly;
+    if (billing_plan_period(p->plan, &period, err) < 0)
+        return -1;
+    int64_t remaining = p->expires - now;
+    if (remaining > period)
+        remaining = period;
+    if (remaining <= 0)
+        return 0;
+    *used = period - remaining;
+    /* a plan bought before the rate was kept: today's rate stands in */
+    if (*rate == 0 && p->price > 0 && payg_rate(srv, p, rate, err) < 0)
+        return -1;
+    if (sl_money_charged(*rate, *used, &consumed, err) < 0)
+        return -1;
+    *refund = consumed >= p->price ? 0 : p->price - consumed;
+    return 0;
 }
 
 int billing_plan_end(struct server *srv, const char *id, const char *reason, struct sl_error *err)
 {
     struct store *st = srv->store;
     struct plan_row p;
-    int64_t period, now = sl_time_now(), refund = 0;
+    int64_t now = sl_time_now(), refund, used, rate;
     char account[LEDGER_ACCOUNT_MAX], key[96], txn_id[SL_ID_MAX], memo[96];
     bool existed;
 
@@ -193,17 +243,8 @@ int billing_plan_end(struct server *srv, const char *id, const char *reason, str
         return -1;
     if (strcmp(p.plan, "payg") == 0)
         return 0;
-    if (billing_plan_period(p.plan, &period, err) < 0)
+    if (refund_of(srv, &p, now, &used, &rate, &refund, err) < 0)
         return -1;
-    int64_t remaining = p.expires - now;
-    if (remaining > period)
-        remaining = period;
-    if (remaining > 0) {
-        int64_t consumed;
-        if (sl_money_prorate(p.price, period - remaining, period, &consumed, err) < 0)
-            return -1;
-        refund = p.price - consumed;
-    }
     if (refund > 0) {
         snprintf(key, sizeof(key), "plan_refund:%s:%" PRId64, id, p.seq);
         snprintf(memo, sizeof(memo), "unused %s plan %s", p.plan, id);
@@ -224,12 +265,23 @@ int billing_plan_end(struct server *srv, const char *id, const char *reason, str
                    " plan_auto_renew = 0 WHERE id = ?1",
                    DB_ARGS(DB_TEXT(id)), err) < 0)
         return -1;
-    char amount[SL_MONEY_FORMAT_MAX];
-    cleanup_free char *message = refund > 0
-                                     ? xasprintf("%s plan ended: %s refunded for the unused time; "
-                                                 "pay-as-you-go from now",
-                                                 p.plan, sl_money_format(refund, amount))
-                                     : xasprintf("%s plan ended; pay-as-you-go from now", p.plan);
+    char paid[SL_MONEY_FORMAT_MAX], back[SL_MONEY_FORMAT_MAX], hourly[SL_MONEY_FORMAT_MAX],
+        kept[SL_MONEY_FORMAT_MAX], took[SL_DURATION_FORMAT_MAX];
+    cleanup_free char *message = NULL;
+    if (refund > 0)
+        message = xasprintf("%s plan ended after %s: %s for that time at the pay-as-you-go rate "
+                            "(%s/h), %s of the %s paid refunded; pay-as-you-go from now",
+                            p.plan, sl_duration_format(used, took),
+                            sl_money_format(p.price - refund, kept), sl_money_format(rate, hourly),
+                            sl_money_format(refund, back), sl_money_format(p.price, paid));
+    else if (used > 0)
+        message = xasprintf("%s plan ended after %s: that time at the pay-as-you-go rate (%s/h) "
+                            "costs at least the %s paid, so nothing is refunded; pay-as-you-go "
+                            "from now",
+                            p.plan, sl_duration_format(used, took), sl_money_format(rate, hourly),
+                            sl_money_format(p.price, paid));
+    else
+        message = xasprintf("%s plan ended; pay-as-you-go from now", p.plan);
     return instance_event(st, id, "plan_ended", p.state, reason, message, err);
 }
 

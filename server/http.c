@@ -3,7 +3,9 @@
 #include "auth.h"
 
 #include "../lib/cleanup.h"
+#include "../lib/conn-guard.h"
 #include "../lib/log.h"
+#include "../lib/netaddr.h"
 #include "../lib/timefmt.h"
 #include "../lib/xalloc.h"
 
@@ -17,12 +19,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 struct http_server {
     struct MHD_Daemon *daemon;
     struct server *srv;
     int port;
+    struct sl_net_list trusted; /* http.trusted_proxies */
+    struct sl_conn_guard *guard;
 };
 
 struct conn_state {
@@ -57,18 +62,76 @@ static const char *io_cookie(void *ctx, const char *name)
     return lookup(ctx, MHD_COOKIE_KIND, name);
 }
 
-static void client_address(struct MHD_Connection *conn, char *buf, size_t len)
+/* Who is asking, as far as this connection can tell (docs/design/
+ * control-plane.md, "Client addresses"). */
+struct client {
+    char peer[SL_ADDR_TEXT_MAX];
+    char addr[SL_ADDR_TEXT_MAX]; /* the peer, or what a trusted proxy says */
+    bool https;                  /* a trusted proxy says the client used https */
+    const char *forwarded_host;  /* a trusted proxy's X-Forwarded-Host */
+};
+
+struct last_value {
+    const char *name;
+    const char *value;
+};
+
+static enum MHD_Result keep_last(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 const char *value)
+{
+    struct last_value *lv = cls;
+    (void)kind;
+
+    if (key && value && strcasecmp(key, lv->name) == 0)
+        lv->value = value;
+    return MHD_YES;
+}
+
+/* The client behind the trusted proxies of X-Forwarded-For: walking from
+ * the right (the entry our own proxy added), the first address that is not
+ * a trusted proxy. A malformed entry ends the walk: what is left of it was
+ * written by the client and proves nothing. */
+static void forwarded_for(struct http_server *h, const char *xff, char *addr)
+{
+    cleanup_free char *copy = xstrdup(xff);
+    char *end = copy + strlen(copy);
+
+    while (end > copy) {
+        char *start = end;
+        while (start > copy && start[-1] != ',')
+            start--;
+        *end = '\0';
+        char *entry = start + strspn(start, " \t");
+        size_t n = strlen(entry);
+        while (n > 0 && (entry[n - 1] == ' ' || entry[n - 1] == '\t'))
+            entry[--n] = '\0';
+        if (!sl_addr_valid(entry))
+            return;
+        snprintf(addr, SL_ADDR_TEXT_MAX, "%s", entry);
+        if (!sl_net_list_has_text(&h->trusted, entry))
+            return;
+        end = start > copy ? start - 1 : copy;
+    }
+}
+
+static void client_of(struct http_server *h, struct MHD_Connection *conn, struct client *c)
 {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    snprintf(buf, len, "unknown");
-    if (!ci || !ci->client_addr)
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+
+    memset(c, 0, sizeof(*c));
+    sl_addr_format(sa, c->peer);
+    snprintf(c->addr, sizeof(c->addr), "%s", c->peer);
+    if (!h->trusted.n || !sl_net_list_has(&h->trusted, sa))
         return;
-    if (ci->client_addr->sa_family == AF_INET)
-        inet_ntop(AF_INET, &((struct sockaddr_in *)ci->client_addr)->sin_addr, buf, (socklen_t)len);
-    else if (ci->client_addr->sa_family == AF_INET6)
-        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)ci->client_addr)->sin6_addr, buf,
-                  (socklen_t)len);
+    struct last_value xff = { "X-Forwarded-For", NULL };
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, keep_last, &xff);
+    if (xff.value)
+        forwarded_for(h, xff.value, c->addr);
+    const char *proto = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Forwarded-Proto");
+    c->https = proto && strncasecmp(proto + strspn(proto, " \t"), "https", 5) == 0;
+    c->forwarded_host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Forwarded-Host");
 }
 
 static void add_headers(struct MHD_Response *r, const char *lines)
@@ -144,6 +207,10 @@ static enum MHD_Result start_upload(struct http_server *h, struct MHD_Connection
     if (auth_authenticate(&req, &err) < 0 || !req.caller.authenticated)
         return send_error(conn, 401, err.code[0] ? err.code : "unauthenticated",
                           "log in first: send 'Authorization: Bearer TOKEN' (suanli login)");
+    if (req.caller.via_cookie)
+        return send_error(conn, 403, "origin_not_allowed",
+                          "upload with 'Authorization: Bearer TOKEN' (suanli admin image import), "
+                          "not the session cookie");
     if (!req.caller.admin)
         return send_error(conn, 404, "not_found", "no such route");
     if (cl && strtoull(cl, NULL, 10) > (uint64_t)h->srv->cfg.max_upload_bytes) {
@@ -205,6 +272,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         cs->started_us = sl_time_mono_us();
         cs->upload_fd = -1;
         *con_cls = cs;
+        sl_conn_guard_request_started(conn); /* the headers are in */
         const struct api_route *route = api_route_lookup(method, url);
         if (route && (route->flags & API_UPLOAD))
             return start_upload(h, conn, cs, method, url, route);
@@ -243,15 +311,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return send_error(conn, 413, "body_too_large", msg);
     }
 
-    char addr[INET6_ADDRSTRLEN + 1];
-    client_address(conn, addr, sizeof(addr));
+    struct client client;
+    client_of(h, conn, &client);
     struct api_request req = {
         .srv = h->srv,
         .method = method,
         .path = url,
         .body = cs->body.data,
         .body_len = cs->body.len,
-        .remote_addr = addr,
+        .remote_addr = client.addr,
+        .https = client.https,
+        .forwarded_host = client.forwarded_host,
         .io = { .header = io_header, .query = io_query, .cookie = io_cookie, .ctx = conn },
     };
     unsigned char digest[crypto_hash_sha256_BYTES];
@@ -268,8 +338,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     enum MHD_Result ret = send_response(conn, &res);
     /* every call gets its line; the agents' polls only when asked for or failing */
     bool quiet = req.route && (req.route->flags & API_QUIET) && res.status < 400;
-    sl_log(quiet ? SL_LOG_DEBUG : SL_LOG_INFO, "http %s %s %d %.1fms ip=%s user=%s", method, url,
-           res.status, (double)(sl_time_mono_us() - cs->started_us) / 1000.0, addr,
+    bool proxied = strcmp(client.addr, client.peer) != 0;
+    sl_log(quiet ? SL_LOG_DEBUG : SL_LOG_INFO, "http %s %s %d %.1fms ip=%s%s%s user=%s", method,
+           url, res.status, (double)(sl_time_mono_us() - cs->started_us) / 1000.0, client.addr,
+           proxied ? " via=" : "", proxied ? client.peer : "",
            req.caller.authenticated ? req.caller.user_id
            : req.caller.node_id[0]  ? req.caller.node_id
                                     : "-");
@@ -282,9 +354,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
     struct conn_state *cs = *con_cls;
     (void)cls;
-    (void)conn;
     (void)toe;
 
+    /* a kept-alive connection has header_timeout for its next request */
+    sl_conn_guard_request_done(conn);
     if (!cs)
         return;
     sl_buf_release(&cs->body);
@@ -342,8 +415,41 @@ bad:
                    listen);
 }
 
+static void guard_report(void *ctx, uint64_t refused, uint64_t timed_out)
+{
+    struct http_server *h = ctx;
+
+    log_warn("http: in the last minute refused %llu connections over "
+             "http.max_connections_per_address (%lld), closed %llu that sent no complete "
+             "request within http.header_timeout (%llds)",
+             (unsigned long long)refused, (long long)h->srv->cfg.http_max_connections_per_address,
+             (unsigned long long)timed_out, (long long)h->srv->cfg.http_header_timeout);
+}
+
+/* Every connection is a descriptor: the soft limit goes up to the hard one,
+ * and the connection limit down to what fits under it. */
+static unsigned connection_limit(const struct server_config *cfg)
+{
+    struct rlimit rl;
+    rlim_t want = (rlim_t)cfg->http_max_connections + 256;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < want) {
+        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < want) {
+            unsigned fit = rl.rlim_cur > 512 ? (unsigned)(rl.rlim_cur - 256) : 256;
+            log_warn("http: open files are limited to %llu (ulimit -n): serving %u connections, "
+                     "not http.max_connections (%lld)",
+                     (unsigned long long)rl.rlim_cur, fit, (long long)cfg->http_max_connections);
+            return fit;
+        }
+    }
+    return (unsigned)cfg->http_max_connections;
+}
+
 struct http_server *http_start(struct server *srv, const char *listen, struct sl_error *err)
 {
+    const struct server_config *cfg = &srv->cfg;
     struct sockaddr_storage ss;
     socklen_t sslen;
     struct http_server *h;
@@ -352,16 +458,42 @@ struct http_server *http_start(struct server *srv, const char *listen, struct sl
 
     if (parse_listen(listen, &ss, &sslen, err) < 0)
         return NULL;
+    if (cfg->http_max_connections_per_address >= cfg->http_max_connections) {
+        sl_fail(err, SL_E_INVALID, "invalid_config",
+                "http.max_connections_per_address (%lld) must be below http.max_connections "
+                "(%lld), or one address could take them all",
+                (long long)cfg->http_max_connections_per_address,
+                (long long)cfg->http_max_connections);
+        return NULL;
+    }
     if (ss.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     h = xzalloc(sizeof(*h));
     h->srv = srv;
+    if (sl_net_list_parse(cfg->http_trusted_proxies, &h->trusted, err) < 0) {
+        sl_error_prefix(err, "option 'http.trusted_proxies'");
+        free(h);
+        return NULL;
+    }
+    struct sl_conn_guard_config guard = {
+        .per_address = (unsigned)cfg->http_max_connections_per_address,
+        .header_timeout = (unsigned)cfg->http_header_timeout,
+        .exempt = &h->trusted,
+        .report = guard_report,
+        .report_ctx = h,
+    };
+    h->guard = sl_conn_guard_new(&guard);
     h->daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)srv->cfg.http_threads, MHD_OPTION_CONNECTION_TIMEOUT,
-        60u, MHD_OPTION_CONNECTION_LIMIT, 1000u, MHD_OPTION_LISTEN_BACKLOG_SIZE, 512u,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_END);
+        flags, 0, sl_conn_guard_accept, h->guard, on_request, h, MHD_OPTION_SOCK_ADDR,
+        (struct sockaddr *)&ss, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->http_threads,
+        /* idle: a request's headers have their own, shorter deadline (the guard) */
+        MHD_OPTION_CONNECTION_TIMEOUT, 60u, MHD_OPTION_CONNECTION_LIMIT, connection_limit(cfg),
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, 512u, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+        MHD_OPTION_NOTIFY_CONNECTION, sl_conn_guard_notify, h->guard, MHD_OPTION_EXTERNAL_LOGGER,
+        sl_conn_guard_mhd_log, (void *)"http", MHD_OPTION_END);
     if (!h->daemon) {
+        sl_conn_guard_free(h->guard);
+        sl_net_list_release(&h->trusted);
         free(h);
         sl_fail(err, SL_E_UNAVAILABLE, "listen_failed",
                 "unable to listen on '%s': is the port in use, or the address not on this host?",
@@ -378,6 +510,8 @@ void http_stop(struct http_server *h)
     if (!h)
         return;
     MHD_stop_daemon(h->daemon);
+    sl_conn_guard_free(h->guard);
+    sl_net_list_release(&h->trusted);
     free(h);
 }
 

@@ -1,4 +1,5 @@
 #include "idempotency.h"
+#include "secrets.h"
 
 #include "../lib/cleanup.h"
 #include "../lib/crypto.h"
@@ -46,6 +47,7 @@ static int replay(struct api_request *req, struct api_response *res, const char 
 {
     struct store *st = req->srv->store;
     int64_t cutoff = sl_time_now() - req->srv->cfg.idempotency_ttl;
+    cleanup_free char *context = xasprintf("idempotency:%s:%s", owner, key);
     cleanup_rows struct db_rows *rows =
         store_query(st,
                     "SELECT request_hash, status, response FROM idempotency_keys"
@@ -61,8 +63,10 @@ static int replay(struct api_request *req, struct api_response *res, const char 
         return sl_fail(err, SL_E_UNPROCESSABLE, "idempotency_key_reused",
                        "this Idempotency-Key was used for a different request: use a new key "
                        "for a new request");
+    res->raw = secrets_open(req->srv, context, db_text(rows, 2), err);
+    if (!res->raw)
+        return -1;
     res->status = (int)db_int(rows, 1);
-    res->raw = xstrdup(db_text(rows, 2));
     res->raw_len = strlen(res->raw);
     res->content_type = "application/json";
     api_add_header(res, "Idempotent-Replayed", "true");
@@ -77,6 +81,10 @@ static int store_response(struct api_request *req, struct api_response *res, con
     size_t len;
 
     body = api_response_body(res, &len, &ctype);
+    /* a response may hold a secret (an instance's root password): stored
+     * sealed, like the secrets themselves (secrets.h) */
+    cleanup_free char *context = xasprintf("idempotency:%s:%s", owner, key);
+    cleanup_free char *sealed = secrets_seal(req->srv, context, body);
     if (store_exec(req->srv->store,
                    "INSERT INTO idempotency_keys (owner, key, method, path, request_hash, status,"
                    " response, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
@@ -85,7 +93,7 @@ static int store_response(struct api_request *req, struct api_response *res, con
                    " status = excluded.status, response = excluded.response,"
                    " created_at = excluded.created_at",
                    DB_ARGS(DB_TEXT(owner), DB_TEXT(key), DB_TEXT(req->method), DB_TEXT(req->path),
-                           DB_TEXT(hash), DB_INT(res->status), DB_TEXT(body),
+                           DB_TEXT(hash), DB_INT(res->status), DB_TEXT(sealed),
                            DB_INT(sl_time_now())),
                    err) < 0)
         return -1;

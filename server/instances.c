@@ -12,10 +12,14 @@
 #include "billing.h"
 #include "catalog.h"
 #include "ledger.h"
+#include "nodes.h"
 #include "ports.h"
+#include "secrets.h"
 #include "stops.h"
 
+#include <crypt.h>
 #include <inttypes.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -183,32 +187,64 @@ static int pick_port(struct store *st, const char *node_id, int64_t *port, struc
 }
 
 /* Best fit: among online hosts of the region holding the image, the one
- * with the fewest free GPUs of the model that still has enough, so large
- * holes stay for large requests. */
+ * with the fewest free GPUs of the model that still has enough and room for
+ * the disks asked (nodes_disk_room_gib), so large holes stay for large
+ * requests. */
 static int pick_node(struct server *srv, const struct instance_request *rq,
                      const struct gpu_model *m, char *node_id, char *region, struct sl_error *err)
 {
     int64_t cutoff = sl_time_now() - srv->cfg.node_offline_after;
-    cleanup_rows struct db_rows *rows = store_query(
-        srv->store,
-        "SELECT n.id, n.region_id, COUNT(*) AS free FROM nodes n"
-        " JOIN gpus g ON g.node_id = n.id AND g.gpu_model_id = ?1 AND g.instance_id IS NULL"
-        " JOIN node_images ni ON ni.node_id = n.id AND ni.name = ?4 AND ni.state = 'ready'"
-        " WHERE n.last_heartbeat > ?2 AND (?3 IS NULL OR n.region_id = ?3)"
-        " GROUP BY n.id HAVING COUNT(*) >= ?5 ORDER BY free, n.id LIMIT 1",
-        DB_ARGS(DB_TEXT(m->id), DB_INT(cutoff), DB_TEXT(rq->region), DB_TEXT(rq->image),
-                DB_INT(rq->gpus)),
-        err);
+    int64_t disks = srv->cfg.system_disk_gib + rq->data_disk_gib, most_room = INT64_MIN;
+    bool gpus_and_image = false;
     int rc;
-
-    if (!rows || (rc = db_next(rows, err)) < 0)
-        return -1;
-    if (rc == 1) {
-        snprintf(node_id, SL_ID_MAX, "%s", db_text(rows, 0));
-        snprintf(region, 64, "%s", db_text(rows, 1));
-        return 0;
+    {
+        cleanup_rows struct db_rows *rows = store_query(
+            srv->store,
+            "SELECT n.id, n.region_id, COUNT(*) AS free, n.disk_free_bytes,"
+            " n.instance_disks_bytes, (SELECT COALESCE(SUM(i.system_disk_gib + i.data_disk_gib),"
+            " 0) FROM instances i WHERE i.node_id = n.id AND i.state != 'released')"
+            " FROM nodes n"
+            " JOIN gpus g ON g.node_id = n.id AND g.gpu_model_id = ?1 AND g.instance_id IS NULL"
+            " JOIN node_images ni ON ni.node_id = n.id AND ni.name = ?4 AND ni.state = 'ready'"
+            " WHERE n.last_heartbeat > ?2 AND (?3 IS NULL OR n.region_id = ?3)"
+            " GROUP BY n.id HAVING COUNT(*) >= ?5 ORDER BY free, n.id",
+            DB_ARGS(DB_TEXT(m->id), DB_INT(cutoff), DB_TEXT(rq->region), DB_TEXT(rq->image),
+                    DB_INT(rq->gpus)),
+            err);
+        if (!rows)
+            return -1;
+        while ((rc = db_next(rows, err)) == 1) {
+            int64_t room =
+                nodes_disk_room_gib(srv, db_int(rows, 3), db_int(rows, 4), db_int(rows, 5));
+            gpus_and_image = true;
+            if (room >= disks) {
+                snprintf(node_id, SL_ID_MAX, "%s", db_text(rows, 0));
+                snprintf(region, 64, "%s", db_text(rows, 1));
+                return 0;
+            }
+            if (room > most_room)
+                most_room = room;
+        }
+        if (rc < 0)
+            return -1;
     }
     /* explain the refusal with what there is */
+    if (gpus_and_image) {
+        int64_t fits = most_room - srv->cfg.system_disk_gib;
+        if (fits >= 1)
+            return sl_fail(err, SL_E_CONFLICT, "insufficient_disk",
+                           "no host with %" PRId64 " free %s has room for a %" PRId64
+                           " GiB data disk (plus the %" PRId64 " GiB system disk): the most "
+                           "that fits now is a %" PRId64 " GiB data disk. Ask for a smaller "
+                           "data disk (data_disk_gib, suanli create --data-disk), another "
+                           "region, or try again later",
+                           rq->gpus, m->name, rq->data_disk_gib, srv->cfg.system_disk_gib, fits);
+        return sl_fail(err, SL_E_CONFLICT, "insufficient_disk",
+                       "no host with %" PRId64 " free %s has disk room left for another "
+                       "instance (a %" PRId64 " GiB system disk and a data disk): try another "
+                       "region, or again later",
+                       rq->gpus, m->name, srv->cfg.system_disk_gib);
+    }
     int64_t most = 0;
     if (store_get_int(srv->store,
                       "SELECT COALESCE(MAX(c), 0) FROM (SELECT COUNT(*) AS c FROM gpus g"
@@ -229,12 +265,133 @@ static int pick_node(struct server *srv, const struct instance_request *rq,
                    most);
 }
 
+/* A renter holds at most instances.max_per_user instances that are not
+ * released; checked inside the placement transaction, so concurrent creates
+ * cannot pass it together. */
+static int check_instance_limit(struct server *srv, const char *user_id, struct sl_error *err)
+{
+    int64_t held;
+
+    if (store_get_int(srv->store,
+                      "SELECT COUNT(*) FROM instances WHERE user_id = ?1 AND state != 'released'",
+                      DB_ARGS(DB_TEXT(user_id)), &held, err) < 0)
+        return -1;
+    if (held < srv->cfg.max_instances_per_user)
+        return 0;
+    return sl_fail(
+        err, SL_E_CONFLICT, "too_many_instances",
+        "you hold %" PRId64 " instances, the most one account may (stopped ones "
+        "count: their disks are kept): release one you no longer need (suanli release ID) "
+        "or ask the operator for a higher limit",
+        held);
+}
+
+#define ROOT_PASSWORD_CONTEXT "root_password:%s"
+
+/* A crypt(3) SHA-512 hash ("$6$salt$hash") of password: what the node needs
+ * to set it (chpasswd -e), and nothing it could log in elsewhere with. */
+static char *root_password_crypt(const char *password, struct sl_error *err)
+{
+    char salt[CRYPT_GENSALT_OUTPUT_SIZE];
+    cleanup_free struct crypt_data *data = xzalloc(sizeof(*data));
+    const char *hash = NULL;
+
+    if (!crypt_gensalt_rn("$6$", 0, NULL, 0, salt, sizeof(salt)) ||
+        !(hash = crypt_rn(password, salt, data, sizeof(*data))) || hash[0] != '$') {
+        sl_fail_errno(err, "unable to hash a root password with crypt(3) SHA-512");
+        return NULL;
+    }
+    return xstrdup(hash);
+}
+
+/* The root password as stored: sealed for the owner's eyes (secrets.h),
+ * and its hash for the node. */
+static int root_password_new(struct server *srv, const char *id, char **sealed, char **hash,
+                             struct sl_error *err)
+{
+    char password[17], context[SL_ID_MAX + 32];
+
+    sl_random_hex(password, 8);
+    snprintf(context, sizeof(context), ROOT_PASSWORD_CONTEXT, id);
+    *hash = root_password_crypt(password, err);
+    if (!*hash)
+        return -1;
+    *sealed = secrets_seal(srv, context, password);
+    sodium_memzero(password, sizeof(password));
+    return 0;
+}
+
+int instances_seal_secrets(struct server *srv, struct sl_error *err)
+{
+    struct store *st = srv->store;
+    cleanup_tx struct store *tx = NULL;
+    cleanup_json json_t *todo = json_array();
+    int64_t sealed = 0, hashed = 0;
+    size_t i;
+    json_t *row;
+    int rc;
+
+    if (secrets_rewrite_begin(st, err) < 0)
+        return -1;
+    tx = st;
+    {
+        /* read whole before anything is written */
+        cleanup_rows struct db_rows *rows =
+            store_query(st,
+                        "SELECT id, root_password, root_password_crypt = '' AND state != 'released'"
+                        " FROM instances WHERE root_password NOT LIKE 's1:%'"
+                        " OR (root_password_crypt = '' AND state != 'released')",
+                        DB_NO_ARGS, err);
+        if (!rows)
+            return -1;
+        while ((rc = db_next(rows, err)) == 1)
+            json_array_append_new(todo, json_pack("[s, s, b]", db_text(rows, 0), db_text(rows, 1),
+                                                  (int)db_int(rows, 2)));
+        if (rc < 0)
+            return -1;
+    }
+    json_array_foreach(todo, i, row)
+    {
+        const char *id = json_string_value(json_array_get(row, 0));
+        const char *stored = json_string_value(json_array_get(row, 1));
+        bool needs_hash = json_is_true(json_array_get(row, 2));
+        char context[SL_ID_MAX + 32];
+        snprintf(context, sizeof(context), ROOT_PASSWORD_CONTEXT, id);
+        cleanup_free char *plain = secrets_open(srv, context, stored, err);
+        if (!plain)
+            return -1;
+        cleanup_free char *hash = needs_hash ? root_password_crypt(plain, err) : NULL;
+        if (needs_hash && !hash)
+            return -1;
+        cleanup_free char *seal =
+            secrets_is_sealed(stored) ? xstrdup(stored) : secrets_seal(srv, context, plain);
+        sealed += !secrets_is_sealed(stored);
+        hashed += hash != NULL;
+        sodium_memzero(plain, strlen(plain));
+        if (store_exec(st,
+                       "UPDATE instances SET root_password = ?2,"
+                       " root_password_crypt = COALESCE(?3, root_password_crypt) WHERE id = ?1",
+                       DB_ARGS(DB_TEXT(id), DB_TEXT(seal), DB_TEXT(hash)), err) < 0)
+            return -1;
+    }
+    if (store_commit(st, err) < 0)
+        return -1;
+    tx = NULL;
+    if (sealed && secrets_scrub_log(st, err) < 0)
+        return -1;
+    if (sealed || hashed)
+        log_info("instances: sealed %" PRId64 " root password%s stored in plaintext before, "
+                 "hashed %" PRId64 " for their nodes",
+                 sealed, sealed == 1 ? "" : "s", hashed);
+    return 0;
+}
+
 int sched_place(struct server *srv, const struct instance_request *rq, char *id,
                 struct sl_error *err)
 {
     struct store *st = srv->store;
     struct gpu_model m;
-    char node_id[SL_ID_MAX], region[64], password[17];
+    char node_id[SL_ID_MAX], region[64];
     int64_t exists, rate, port = 0, now = sl_time_now();
     cleanup_tx struct store *tx = NULL;
     const char *plan = rq->plan ? rq->plan : "payg";
@@ -271,7 +428,8 @@ int sched_place(struct server *srv, const struct instance_request *rq, char *id,
     if (store_begin(st, err) < 0)
         return -1;
     tx = st;
-    if (pick_node(srv, rq, &m, node_id, region, err) < 0 ||
+    if (check_instance_limit(srv, rq->user_id, err) < 0 ||
+        pick_node(srv, rq, &m, node_id, region, err) < 0 ||
         hourly_rate(st, m.id, rq->gpus, region, false, &rate, err) < 0 ||
         (!prepaid && check_balance(st, rq->user_id, rate, err) < 0) ||
         pick_port(st, node_id, &port, err) < 0)
@@ -280,16 +438,20 @@ int sched_place(struct server *srv, const struct instance_request *rq, char *id,
     int rc = reserve_gpus(st, node_id, m.id, rq->gpus, id, err);
     if (rc != 0)
         return rc < 0 ? -1 : sl_fail(err, SL_E_INTERNAL, NULL, "BUG: GPUs vanished while placing");
-    sl_random_hex(password, 8);
+    cleanup_free char *sealed = NULL, *hash = NULL;
+    if (root_password_new(srv, id, &sealed, &hash, err) < 0)
+        return -1;
     if (store_exec(st,
                    "INSERT INTO instances (id, user_id, name, region_id, node_id, gpu_model_id,"
-                   " gpus, image, system_disk_gib, data_disk_gib, ssh_port, root_password, state,"
-                   " desired, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
-                   " ?9, ?10, ?11, ?12, 'creating', 'running', ?13, ?13)",
+                   " gpus, image, system_disk_gib, data_disk_gib, ssh_port, root_password,"
+                   " root_password_crypt, state, desired, created_at, updated_at) VALUES (?1, ?2,"
+                   " ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 'creating', 'running', ?14,"
+                   " ?14)",
                    DB_ARGS(DB_TEXT(id), DB_TEXT(rq->user_id), DB_TEXT(rq->name ? rq->name : id),
                            DB_TEXT(region), DB_TEXT(node_id), DB_TEXT(m.id), DB_INT(rq->gpus),
                            DB_TEXT(rq->image), DB_INT(srv->cfg.system_disk_gib),
-                           DB_INT(rq->data_disk_gib), DB_INT(port), DB_TEXT(password), DB_INT(now)),
+                           DB_INT(rq->data_disk_gib), DB_INT(port), DB_TEXT(sealed), DB_TEXT(hash),
+                           DB_INT(now)),
                    err) < 0 ||
         instance_event(st, id, "create", "creating", "user", NULL, err) < 0 ||
         billing_open_storage(srv, id, err) < 0 ||
@@ -567,6 +729,13 @@ json_t *instance_json(struct server *srv, const char *id, const char *user_id, s
     if (!gpus)
         return NULL;
     bool nogpu = strcmp(db_text(rows, 10), "nogpu") == 0;
+    char context[SL_ID_MAX + 32];
+    snprintf(context, sizeof(context), ROOT_PASSWORD_CONTEXT, db_text(rows, 0));
+    cleanup_free char *password = secrets_open(srv, context, db_text(rows, 18), err);
+    if (!password) {
+        json_decref(gpus);
+        return NULL;
+    }
     cleanup_free char *command =
         xasprintf("ssh -p %" PRId64 " root@%s", db_int(rows, 17), db_text(rows, 16));
     json_t *j = json_pack(
@@ -581,7 +750,7 @@ json_t *instance_json(struct server *srv, const char *id, const char *user_id, s
         (json_int_t)(nogpu ? srv->cfg.nogpu_memory_mib : db_int(rows, 13)), "system_disk_gib",
         (json_int_t)db_int(rows, 14), "data_disk_gib", (json_int_t)db_int(rows, 15), "ssh", "host",
         db_text(rows, 16), "port", (json_int_t)db_int(rows, 17), "user", "root", "password",
-        db_text(rows, 18), "command", command, "state_message", db_text(rows, 19), "created_at",
+        password, "command", command, "state_message", db_text(rows, 19), "created_at",
         api_time(db_int(rows, 20)), "updated_at", api_time(db_int(rows, 21)));
     if (!j)
         return NULL;
@@ -624,7 +793,7 @@ json_t *instances_desired(struct server *srv, const char *node_id, struct sl_err
         st,
         "SELECT i.id, i.desired, i.generation, i.image, i.mode, m.cpu_cores_per_gpu * i.gpus,"
         " m.memory_mib_per_gpu * i.gpus, i.system_disk_gib, i.data_disk_gib, i.ssh_port,"
-        " i.root_password, i.user_id FROM instances i"
+        " i.root_password_crypt, i.user_id FROM instances i"
         " JOIN gpu_models m ON m.id = i.gpu_model_id"
         " WHERE i.node_id = ?1 AND i.state != 'released' ORDER BY i.seq",
         DB_ARGS(DB_TEXT(node_id)), err);
@@ -651,7 +820,7 @@ json_t *instances_desired(struct server *srv, const char *node_id, struct sl_err
                 "memory_mib", (json_int_t)(nogpu ? srv->cfg.nogpu_memory_mib : db_int(rows, 6)),
                 "system_disk_gib", (json_int_t)db_int(rows, 7), "data_disk_gib",
                 (json_int_t)db_int(rows, 8), "ssh_port", (json_int_t)db_int(rows, 9),
-                "root_password", db_text(rows, 10), "authorized_keys", keys));
+                "root_password_crypt", db_text(rows, 10), "authorized_keys", keys));
     }
     if (rc < 0 || ports_desired(srv, items, err) < 0)
         return NULL;

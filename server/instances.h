@@ -53,7 +53,13 @@ int instance_hold_gpus(struct store *st, const char *instance_id, struct sl_erro
 int instance_event(struct store *st, const char *instance_id, const char *kind, const char *state,
                    const char *reason, const char *message, struct sl_error *err);
 
-/* A node's desired state: its revision and every instance not released. */
+/* At start-up: seals the root passwords stored in plaintext before secrets
+ * were sealed (secrets.h) and hashes them for the nodes of the instances
+ * not released. Rows already sealed and hashed are left alone. */
+int instances_seal_secrets(struct server *srv, struct sl_error *err);
+
+/* A node's desired state: its revision and every instance not released
+ * (root passwords as crypt(3) hashes only). */
 json_t *instances_desired(struct server *srv, const char *node_id, struct sl_error *err);
 
 /* Applies a node's report of what runs there: [{id, state, generation,

@@ -5,6 +5,7 @@
 #include "catalog.h"
 #include "http.h"
 #include "idempotency.h"
+#include "instances.h"
 #include "ports.h"
 #include "server.h"
 #include "stops.h"
@@ -12,6 +13,7 @@
 #include "../lib/cleanup.h"
 #include "../lib/crypto.h"
 #include "../lib/log.h"
+#include "../lib/private.h"
 #include "../lib/timefmt.h"
 #include "../lib/xalloc.h"
 
@@ -56,7 +58,9 @@ static void maintenance(struct server *srv)
                    "DELETE FROM tokens WHERE expires_at IS NOT NULL AND expires_at < ?1",
                    DB_ARGS(DB_INT(now)), &err) < 0 ||
         store_exec(srv->store, "DELETE FROM login_failures WHERE at < ?1",
-                   DB_ARGS(DB_INT(now - srv->cfg.login_failure_window)), &err) < 0)
+                   DB_ARGS(DB_INT(now - srv->cfg.login_failure_window)), &err) < 0 ||
+        store_exec(srv->store, "DELETE FROM rate_events WHERE at < ?1",
+                   DB_ARGS(DB_INT(now - srv->cfg.register_window)), &err) < 0)
         log_warn("maintenance: %s", err.message);
 }
 
@@ -135,6 +139,16 @@ static void *periodic_loop(void *arg)
     return NULL;
 }
 
+/* One line per file whose mode was narrowed, the first few by name. */
+static void report_private(void *ctx, const char *path, mode_t was, mode_t now)
+{
+    unsigned *n = ctx;
+
+    if (++*n <= 20)
+        log_warn("suanlid: '%s' was open to other users (mode %04o): now %04o", path, (unsigned)was,
+                 (unsigned)now);
+}
+
 static void print_routes(void)
 {
     for (size_t i = 0; i < api_routes_count; i++)
@@ -172,6 +186,7 @@ int main(int argc, char **argv)
     const char *config = NULL;
     int opt;
 
+    sl_private_umask(); /* before any file is made: the store, keys, uploads */
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (opt) {
         case 'd':
@@ -247,16 +262,20 @@ int main(int argc, char **argv)
 
     if (sl_crypto_init(&err) < 0)
         die("start-up", &err);
-    if (mkdir(srv.cfg.data_dir, 0700) < 0 && errno != EEXIST) {
-        fprintf(stderr, "suanlid: unable to create data directory '%s': %s\n", srv.cfg.data_dir,
-                strerror(errno));
-        return 1;
-    }
+    /* the data directory is suanlid's alone, even when it existed before */
+    unsigned narrowed = 0;
+    if (sl_private_dir(srv.cfg.data_dir, report_private, &narrowed, &err) < 0)
+        die("data directory", &err);
     char *absolute = realpath(srv.cfg.data_dir, NULL);
     if (absolute) {
         free(srv.cfg.data_dir);
         srv.cfg.data_dir = absolute;
     }
+    if (sl_private_sweep(srv.cfg.data_dir, NULL, report_private, &narrowed, &err) < 0)
+        die("data directory", &err);
+    if (narrowed > 20)
+        log_warn("suanlid: %u paths in '%s' were open to other users: now owner-only", narrowed,
+                 srv.cfg.data_dir);
     cleanup_free char *uri =
         srv.cfg.store ? xstrdup(srv.cfg.store) : xasprintf("sqlite:%s/suanli.db", srv.cfg.data_dir);
     srv.store = store_open(uri, &err);
@@ -266,6 +285,10 @@ int main(int argc, char **argv)
         die("store", &err);
     if (bootstrap_secrets(&srv, &err) < 0 || bootstrap_admin(&srv, &err) < 0)
         die("first start", &err);
+    if (instances_seal_secrets(&srv, &err) < 0)
+        die("secrets", &err);
+    if (ports_seal_stored(&srv, &err) < 0)
+        die("secrets", &err);
     if (srv.cfg.catalog_seed && catalog_seed_file(&srv, srv.cfg.catalog_seed, &err) < 0)
         die("catalog", &err);
     srv.started_at = sl_time_now();

@@ -10,13 +10,14 @@
 #include "billing.h"
 
 #include <ctype.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 #define MAX_GPUS_PER_NODE 64
 
-int nodes_join_token_create(struct server *srv, const char *region, int64_t ttl, const char *by,
-                            char *id, char *secret, struct sl_error *err)
+int nodes_join_token_create(struct server *srv, const char *region, int64_t ttl, int64_t max_uses,
+                            const char *by, char *id, char *secret, struct sl_error *err)
 {
     char hash[SL_HASH_HEX_MAX];
     int64_t n, now = sl_time_now();
@@ -32,23 +33,79 @@ int nodes_join_token_create(struct server *srv, const char *region, int64_t ttl,
     sl_id_new(id, "join-");
     return store_exec(srv->store,
                       "INSERT INTO join_tokens (id, hash, region_id, created_by, created_at,"
-                      " expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                      " expires_at, max_uses) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                       DB_ARGS(DB_TEXT(id), DB_TEXT(hash), DB_TEXT(region), DB_TEXT(by), DB_INT(now),
-                              DB_INT(now + ttl)),
+                              DB_INT(now + ttl), DB_INT(max_uses)),
                       err) < 0
                ? -1
                : 0;
 }
 
+/* Takes one use of the join token: the check and the count are one UPDATE
+ * inside the enrollment's write transaction, so two hosts enrolling at once
+ * with a single-use token make one node. */
+static int join_token_use(struct store *st, const char *token, char *region, size_t region_size,
+                          struct sl_error *err)
+{
+    char hash[SL_HASH_HEX_MAX];
+    int64_t now = sl_time_now();
+    int rc;
+
+    sl_sha256_hex(token, strlen(token), hash);
+    int changed = store_exec(st,
+                             "UPDATE join_tokens SET uses = uses + 1 WHERE hash = ?1"
+                             " AND expires_at > ?2 AND (max_uses IS NULL OR uses < max_uses)",
+                             DB_ARGS(DB_TEXT(hash), DB_INT(now)), err);
+    if (changed < 0)
+        return -1;
+    cleanup_rows struct db_rows *rows = store_query(
+        st, "SELECT region_id, expires_at, uses, max_uses FROM join_tokens WHERE hash = ?1",
+        DB_ARGS(DB_TEXT(hash)), err);
+    if (!rows || (rc = db_next(rows, err)) < 0)
+        return -1;
+    if (rc == 1 && changed == 1) {
+        snprintf(region, region_size, "%s", db_text(rows, 0));
+        return 0;
+    }
+    if (rc == 1 && db_int(rows, 1) > now)
+        return sl_fail(err, SL_E_UNAUTHENTICATED, "join_token_used",
+                       "the join token has been used (%" PRId64 " of %" PRId64
+                       " uses): a host enrolls once; make a new token with suanli admin "
+                       "join-token create --region %s (--uses N lets N hosts join with one)",
+                       db_int(rows, 2), db_int(rows, 3), db_text(rows, 0));
+    return sl_fail(err, SL_E_UNAUTHENTICATED, "invalid_join_token",
+                   "the join token is not valid or has expired: make a new one with "
+                   "suanli admin join-token create --region R");
+}
+
+int64_t nodes_disk_capacity_gib(const struct server *srv, int64_t free_bytes, int64_t disks_bytes)
+{
+    __int128 holds =
+        (__int128)free_bytes + disks_bytes - ((__int128)srv->cfg.disk_reserve_gib << 30);
+
+    if (holds <= 0)
+        return 0;
+    return (int64_t)(holds * (100 + srv->cfg.disk_overcommit_percent) / 100 >> 30);
+}
+
+int64_t nodes_disk_room_gib(const struct server *srv, int64_t free_bytes, int64_t disks_bytes,
+                            int64_t promised_gib)
+{
+    return nodes_disk_capacity_gib(srv, free_bytes, disks_bytes) - promised_gib;
+}
+
 int nodes_check_inventory(json_t *inv, struct sl_error *err)
 {
-    int64_t cpu = 0, mem = 0, disk_total = 0, disk_free = 0;
+    int64_t cpu = 0, mem = 0, disk_total = 0, disk_free = 0, free_bytes = 0, disks_bytes = 0;
     const char *driver = NULL, *cuda = NULL, *agent = NULL;
     const struct sl_json_field fields[] = {
         { "cpu_cores", SL_JSON_INT, .required = true, .min = 1, .max = 4096, .out = &cpu },
         { "memory_mib", SL_JSON_INT, .required = true, .min = 1, .max = 1LL << 32, .out = &mem },
         { "disk_total_gib", SL_JSON_INT, .min = 0, .max = 1LL << 32, .out = &disk_total },
         { "disk_free_gib", SL_JSON_INT, .min = 0, .max = 1LL << 32, .out = &disk_free },
+        { "disk_free_bytes", SL_JSON_INT, .min = 0, .max = INT64_MAX / 4, .out = &free_bytes },
+        { "instance_disks_bytes", SL_JSON_INT, .min = 0, .max = INT64_MAX / 4,
+          .out = &disks_bytes },
         { "driver_version", SL_JSON_STRING, .max_len = 64, .out = &driver },
         { "cuda_version", SL_JSON_STRING, .max_len = 64, .out = &cuda },
         { "agent_version", SL_JSON_STRING, .max_len = 64, .out = &agent },
@@ -148,15 +205,24 @@ static int update_inventory(struct store *st, const char *node_id, json_t *inv,
 {
 #define INT_OF(k)    DB_INT(json_integer_value(json_object_get(inv, k)))
 #define STRING_OF(k) DB_TEXT(json_string_value(json_object_get(inv, k)) ?: "")
-    if (store_exec(st,
-                   "UPDATE nodes SET cpu_cores = ?2, memory_mib = ?3, disk_total_gib = ?4,"
-                   " disk_free_gib = ?5, driver_version = ?6, cuda_version = ?7,"
-                   " agent_version = ?8, last_heartbeat = ?9 WHERE id = ?1",
-                   DB_ARGS(DB_TEXT(node_id), INT_OF("cpu_cores"), INT_OF("memory_mib"),
-                           INT_OF("disk_total_gib"), INT_OF("disk_free_gib"),
-                           STRING_OF("driver_version"), STRING_OF("cuda_version"),
-                           STRING_OF("agent_version"), DB_INT(sl_time_now())),
-                   err) < 0)
+    json_t *free_bytes = json_object_get(inv, "disk_free_bytes");
+    json_t *disks_bytes = json_object_get(inv, "instance_disks_bytes");
+    /* an agent that does not report bytes: its GiB stand in, and no disk
+     * allocated yet (the placement check is stricter, never looser) */
+    if (store_exec(
+            st,
+            "UPDATE nodes SET cpu_cores = ?2, memory_mib = ?3, disk_total_gib = ?4,"
+            " disk_free_gib = ?5, driver_version = ?6, cuda_version = ?7,"
+            " agent_version = ?8, last_heartbeat = ?9, disk_free_bytes = ?10,"
+            " instance_disks_bytes = ?11 WHERE id = ?1",
+            DB_ARGS(DB_TEXT(node_id), INT_OF("cpu_cores"), INT_OF("memory_mib"),
+                    INT_OF("disk_total_gib"), INT_OF("disk_free_gib"), STRING_OF("driver_version"),
+                    STRING_OF("cuda_version"), STRING_OF("agent_version"), DB_INT(sl_time_now()),
+                    DB_INT(free_bytes
+                               ? json_integer_value(free_bytes)
+                               : json_integer_value(json_object_get(inv, "disk_free_gib")) << 30),
+                    DB_INT(disks_bytes ? json_integer_value(disks_bytes) : 0)),
+            err) < 0)
         return -1;
 #undef INT_OF
 #undef STRING_OF
@@ -170,23 +236,10 @@ int nodes_enroll(struct server *srv, const char *join_token, const char *hostnam
     struct store *st = srv->store;
     char hash[SL_HASH_HEX_MAX], region[64];
     int64_t now = sl_time_now();
-    int rc;
 
-    if (nodes_check_inventory(inventory, err) < 0)
+    if (nodes_check_inventory(inventory, err) < 0 ||
+        join_token_use(st, join_token, region, sizeof(region), err) < 0)
         return -1;
-    sl_sha256_hex(join_token, strlen(join_token), hash);
-    {
-        cleanup_rows struct db_rows *rows =
-            store_query(st, "SELECT region_id FROM join_tokens WHERE hash = ?1 AND expires_at > ?2",
-                        DB_ARGS(DB_TEXT(hash), DB_INT(now)), err);
-        if (!rows || (rc = db_next(rows, err)) < 0)
-            return -1;
-        if (rc == 0)
-            return sl_fail(err, SL_E_UNAUTHENTICATED, "invalid_join_token",
-                           "the join token is not valid or has expired: make a new one with "
-                           "suanli admin join-token create --region R");
-        snprintf(region, sizeof(region), "%s", db_text(rows, 0));
-    }
     sl_token_new(node_token);
     sl_sha256_hex(node_token, strlen(node_token), hash);
     sl_id_new(node_id, "n-");
@@ -242,7 +295,9 @@ json_t *nodes_json(struct server *srv, const char *node_id, struct sl_error *err
         srv->store,
         "SELECT id, hostname, address, region_id, cpu_cores, memory_mib, disk_total_gib,"
         " disk_free_gib, driver_version, cuda_version, agent_version, last_heartbeat,"
-        " created_at FROM nodes WHERE id = ?1",
+        " created_at, disk_free_bytes, instance_disks_bytes,"
+        " (SELECT COALESCE(SUM(i.system_disk_gib + i.data_disk_gib), 0) FROM instances i"
+        "  WHERE i.node_id = nodes.id AND i.state != 'released') FROM nodes WHERE id = ?1",
         DB_ARGS(DB_TEXT(node_id)), err);
     int rc;
 
@@ -264,7 +319,7 @@ json_t *nodes_json(struct server *srv, const char *node_id, struct sl_error *err
         free += json_is_null(json_object_get(g, "instance_id"));
         simulated += json_is_true(json_object_get(g, "simulated"));
     }
-    return json_pack(
+    json_t *j = json_pack(
         "{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:o, s:o,"
         " s:o, s:I, s:I, s:b}",
         "id", db_text(rows, 0), "hostname", db_text(rows, 1), "address", db_text(rows, 2), "region",
@@ -275,6 +330,18 @@ json_t *nodes_json(struct server *srv, const char *node_id, struct sl_error *err
         "last_heartbeat", last ? api_time(last) : json_null(), "created_at",
         api_time(db_int(rows, 12)), "gpus", gpus, "gpus_total", (json_int_t)json_array_size(gpus),
         "gpus_free", (json_int_t)free, "simulated", simulated > 0);
+    if (!j)
+        return NULL;
+    /* what the instance disks may take here, and what they were promised */
+    json_object_set_new(
+        j, "disk",
+        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "free_bytes", (json_int_t)db_int(rows, 13),
+                  "instance_disks_bytes", (json_int_t)db_int(rows, 14), "reserve_gib",
+                  (json_int_t)srv->cfg.disk_reserve_gib, "overcommit_percent",
+                  (json_int_t)srv->cfg.disk_overcommit_percent, "capacity_gib",
+                  (json_int_t)nodes_disk_capacity_gib(srv, db_int(rows, 13), db_int(rows, 14)),
+                  "promised_gib", (json_int_t)db_int(rows, 15)));
+    return j;
 }
 
 int nodes_apply_images(struct server *srv, const char *node_id, json_t *images,

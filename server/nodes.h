@@ -8,11 +8,15 @@
 
 #include "server.h"
 
-/* Creates a join token for region; secret (SL_TOKEN_MAX) is shown once. */
-int nodes_join_token_create(struct server *srv, const char *region, int64_t ttl, const char *by,
-                            char *id, char *secret, struct sl_error *err);
+/* Creates a join token for region that max_uses hosts may enroll with;
+ * secret (SL_TOKEN_MAX) is shown once. */
+int nodes_join_token_create(struct server *srv, const char *region, int64_t ttl, int64_t max_uses,
+                            const char *by, char *id, char *secret, struct sl_error *err);
 
-/* Enrolls a host with a join token; fills node_id and its own token. */
+/* Enrolls a host with a join token, taking one of its uses (401
+ * "join_token_used" when none is left, "invalid_join_token" when it is
+ * unknown or expired); fills node_id and its own token. Call it inside a
+ * write transaction: the check and the count of a use are one statement. */
 int nodes_enroll(struct server *srv, const char *join_token, const char *hostname,
                  const char *address, json_t *inventory, char *node_id, char *node_token,
                  struct sl_error *err);
@@ -30,6 +34,17 @@ int nodes_apply_images(struct server *srv, const char *node_id, json_t *images,
 
 /* The node as the admin API shows it, with its GPUs and state. */
 json_t *nodes_json(struct server *srv, const char *node_id, struct sl_error *err);
+
+/* What a host may promise to instance disks, in GiB: the free bytes of its
+ * data directory plus what its instance disk files already take, less
+ * nodes.disk_reserve_gib, plus nodes.disk_overcommit_percent of that. The
+ * disks are sparse files: promising more than this lets one renter filling
+ * their disk fill every disk of the host. */
+int64_t nodes_disk_capacity_gib(const struct server *srv, int64_t free_bytes, int64_t disks_bytes);
+/* The capacity less promised_gib (the system and data disks of the host's
+ * instances not released): the most a new instance's disks may take. */
+int64_t nodes_disk_room_gib(const struct server *srv, int64_t free_bytes, int64_t disks_bytes,
+                            int64_t promised_gib);
 
 /* The request fields of an inventory object (shared by enroll and heartbeat). */
 int nodes_check_inventory(json_t *inventory, struct sl_error *err);

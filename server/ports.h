@@ -12,14 +12,16 @@
 #include <stdint.h>
 
 #include "../lib/id.h"
+#include "auth.h"
 #include "server.h"
 
-#define PORTS_MAX        64
-#define PORTS_TOKEN_HEX  33 /* 128 random bits in hex + NUL */
-#define PORTS_COOKIE     "suanli_port_token"
-#define PORTS_QUERY      "suanli_token"
-#define PORTS_SSH        22 /* reserved: sshd, reached through its own mapped port */
-#define PORTS_RECIPE_APP "jupyter"
+#define PORTS_MAX            64
+#define PORTS_TOKEN_HEX      33 /* 128 random bits in hex + NUL */
+#define PORTS_COOKIE         "suanli_port_token"
+#define PORTS_SESSION_COOKIE AUTH_COOKIE
+#define PORTS_QUERY          "suanli_token"
+#define PORTS_SSH            22 /* reserved: sshd, reached through its own mapped port */
+#define PORTS_RECIPE_APP     "jupyter"
 
 /* A port a renter may publish: 1..65535 and not 22 (SL_E_INVALID, codes
  * "invalid_port" and "reserved_port"). */
@@ -33,15 +35,56 @@ int ports_parse_list(const char *text, int64_t *ports, size_t max, size_t *n, st
 /* Checks the services.* options at start-up. */
 int ports_check_config(const struct server_config *cfg, struct sl_error *err);
 
-/* Splits a Host header ("i-ab12cd-6006.localhost:8080", any case) of the
- * service domain into an instance id (SL_ID_MAX bytes, lowercase) and a
- * port; false when it names no service of this domain. */
+/* Splits a host ("i-ab12cd-6006.localhost:8080", any case, a final dot
+ * allowed) of the service domain into an instance id (SL_ID_MAX bytes,
+ * lowercase) and a port; false when it names no service of this domain. */
 bool ports_parse_host(const char *host, const char *domain, char *id, int64_t *port);
 
-/* The value of the suanli_token query parameter of a request URI
- * ("/tree?a=1&suanli_token=T"), copied into out (size bytes); false when
- * absent or too long. */
+/* Request filtering (ports-filter.c): one parser finds suanli's credentials
+ * in a proxied request and strips them from what the instance receives. */
+
+/* The value of the first suanli_token query parameter of a request URI
+ * ("/tree?a=1&suanli_token=T"; '&' or ';' separate, the name may be
+ * percent-encoded and in any case), copied into out (size bytes); false when
+ * absent, empty or too long. */
 bool ports_uri_token(const char *uri, char *out, size_t size);
+
+/* The URI without its suanli_token parameters, newly allocated; NULL when
+ * uri is not nginx's $request_uri of a request ("/...", or "?..." which
+ * becomes "/?...", without blanks or control bytes). */
+char *ports_uri_filter(const char *uri);
+
+/* A Referer without the suanli_token parameters of its query; NULL when
+ * empty or holding control bytes (then none is sent). */
+char *ports_referer_filter(const char *referer);
+
+/* The values (up to PORTS_VALUE_MAX - 1 bytes; longer ones are skipped) of
+ * the cookies named name (any case) in a Cookie header, at most max of them;
+ * returns how many. */
+#define PORTS_VALUE_MAX 64
+size_t ports_cookie_values(const char *header, const char *name, char (*out)[PORTS_VALUE_MAX],
+                           size_t max);
+
+/* A Cookie header without suanli's cookies (suanli_session,
+ * suanli_port_token, in any case), newly allocated: untouched when it has
+ * none, the other cookies joined with "; " when it had some. NULL when no
+ * cookie is left, or the header holds control bytes (then none is sent). */
+char *ports_cookie_filter(const char *header);
+
+/* Whether a request's cookies may sign it in, from its method and the
+ * browser's Sec-Fetch-Site and Sec-Fetch-Mode (NULL when absent): always
+ * from the service's own origin, a direct visit, or a client that sends no
+ * fetch metadata; from any other origin (a sibling service, another site)
+ * only a GET or HEAD navigation. So another renter's page cannot make a
+ * visitor's browser post to, or read from, a private service with the
+ * visitor's cookies (services share a site: every host is under one
+ * domain). */
+bool ports_cookies_count(const char *method, const char *fetch_site, const char *fetch_mode);
+
+/* Whether an Authorization value carries a suanli token ("Bearer sl_...",
+ * or sl_... after any scheme or none): such a header is not passed to the
+ * instance. */
+bool ports_authorization_is_suanli(const char *value);
 
 /* http://ID-PORT.DOMAIN[:PROXY_PORT]/; the caller frees it. */
 char *ports_url(const struct server_config *cfg, const char *id, int64_t port);
@@ -52,13 +95,15 @@ char *ports_url(const struct server_config *cfg, const char *id, int64_t port);
 int ports_create_defaults(struct server *srv, const char *id, const char *image,
                           struct sl_error *err);
 
-struct store;
-
 /* Publishes port of instance id with a new access token (app: "" or
- * "jupyter", which gets a token of its own); a port already there stays
- * as it is. */
-int ports_insert(struct store *st, const char *id, int64_t port, bool public, const char *app,
+ * "jupyter", which gets a token of its own), both stored sealed
+ * (secrets.h); a port already there stays as it is. */
+int ports_insert(struct server *srv, const char *id, int64_t port, bool public, const char *app,
                  struct sl_error *err);
+
+/* Seals the tokens stored in plaintext by a version before they were
+ * sealed, in one transaction, and logs how many; run at start-up. */
+int ports_seal_stored(struct server *srv, struct sl_error *err);
 
 /* Adds "services" ([{port, public, app, url, access_url}]) and "jupyter"
  * ({port, url} or null) to an instance's JSON (its owner's view: the links
@@ -78,16 +123,23 @@ enum ports_verdict {
 };
 
 struct ports_request {
-    const char *host;         /* X-Original-Host */
-    const char *uri;          /* X-Original-URI, may be NULL */
-    const char *cookie_token; /* the suanli_port_token cookie, may be NULL */
-    const char *user_id;      /* the caller's session, NULL when none */
+    const char *node_id;    /* the node whose nginx asks: only its instances */
+    const char *host;       /* nginx's $host: what it routed on */
+    const char *uri;        /* $request_uri, may be NULL */
+    const char *cookie;     /* the Cookie header, may be NULL */
+    const char *method;     /* the request's method */
+    const char *fetch_site; /* Sec-Fetch-Site, Sec-Fetch-Mode: may be NULL */
+    const char *fetch_mode;
 };
 
 /* Decides on one proxied request and, when it passes, records the time in
- * instances.last_http_at (at most one write per instance every 10 s).
- * token receives the port's token (PORTS_TOKEN_HEX) for PORTS_PASS_COOKIE;
- * why (if not NULL) a short reason for a refusal. */
+ * instances.last_http_at (at most one write per instance every 10 s). The
+ * credentials are every suanli_session (the owner's passes, one of another
+ * renter alone is PORTS_FORBIDDEN) and suanli_port_token cookie, and the
+ * URI's suanli_token (cookies only when ports_cookies_count); an instance
+ * not on node_id is no such service. token
+ * receives the port's token (PORTS_TOKEN_HEX) for PORTS_PASS_COOKIE; why
+ * (if not NULL) a short reason for a refusal. */
 int ports_authorize(struct server *srv, const struct ports_request *rq, enum ports_verdict *out,
                     char *token, const char **why, struct sl_error *err);
 

@@ -12,7 +12,7 @@ const struct api_route api_routes[] = {
     R("GET", "/healthz", api_healthz, API_PUBLIC),
     R("GET", "/metrics", api_metrics, API_PUBLIC),
 
-    R("POST", "/v1/users", api_register, API_PUBLIC),
+    R("POST", "/v1/users", api_register, API_PUBLIC | API_OWN_TX),
     R("POST", "/v1/sessions", api_login, API_PUBLIC | API_NO_IDEMPOTENCY | API_OWN_TX),
     R("DELETE", "/v1/sessions/current", api_logout, 0),
     R("GET", "/v1/me", api_me, 0),
@@ -55,7 +55,7 @@ const struct api_route api_routes[] = {
     R("GET", "/v1/instances/{id}/ports", api_instances_ports_list, 0),
     R("POST", "/v1/instances/{id}/ports", api_instances_ports_set, 0),
     R("DELETE", "/v1/instances/{id}/ports/{port}", api_instances_ports_delete, 0),
-    R("GET", "/v1/proxy/auth", api_proxy_auth, API_PUBLIC | API_QUIET),
+    R("GET", "/v1/nodes/{id}/proxy/auth", api_proxy_auth, API_NODE | API_QUIET),
 
     R("GET", "/v1/admin/users", api_admin_users, API_ADMIN),
     R("POST", "/v1/admin/users/{id}/credit", api_admin_credit, API_ADMIN),

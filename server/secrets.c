@@ -78,3 +78,24 @@ char *secrets_open(const struct server *srv, const char *context, const char *st
     free(raw);
     return out;
 }
+
+static bool sqlite(struct store *st)
+{
+    return strcmp(store_backend(st), "sqlite") == 0;
+}
+
+int secrets_rewrite_begin(struct store *st, struct sl_error *err)
+{
+    if (sqlite(st) && store_exec(st, "PRAGMA secure_delete = ON", DB_NO_ARGS, err) < 0)
+        return -1;
+    return store_begin(st, err);
+}
+
+int secrets_scrub_log(struct store *st, struct sl_error *err)
+{
+    int64_t busy;
+
+    if (!sqlite(st))
+        return 0;
+    return store_get_int(st, "PRAGMA wal_checkpoint(TRUNCATE)", DB_NO_ARGS, &busy, err);
+}

@@ -13,6 +13,7 @@
 
 #include "../lib/error.h"
 #include "server.h"
+#include "store.h"
 
 #define SECRETS_PREFIX "s1:"
 
@@ -29,5 +30,12 @@ char *secrets_open(const struct server *srv, const char *context, const char *st
                    struct sl_error *err);
 
 bool secrets_is_sealed(const char *stored);
+
+/* Sealing what was stored in plaintext: the old bytes must stay neither in
+ * the database's free pages nor in its write-ahead log. begin turns on
+ * SQLite's secure_delete and opens a transaction (the caller commits or
+ * rolls back); after the commit, scrub_log truncates the log. */
+int secrets_rewrite_begin(struct store *st, struct sl_error *err);
+int secrets_scrub_log(struct store *st, struct sl_error *err);
 
 #endif

@@ -18,10 +18,17 @@ struct server_config {
     char *catalog_seed;
     int64_t http_threads;
     int64_t max_body_bytes;
+    int64_t http_max_connections;
+    int64_t http_max_connections_per_address;
+    int64_t http_header_timeout;
+    char *http_trusted_proxies; /* addresses whose X-Forwarded-For is believed */
+    char *http_allowed_origins; /* origins besides the API's own the cookie works from */
     int64_t session_ttl;
     int64_t login_max_failures;
     int64_t login_max_failures_per_ip;
     int64_t login_failure_window;
+    int64_t register_max_per_address;
+    int64_t register_window;
     int64_t idempotency_ttl;
     int64_t max_api_tokens;
     int64_t max_ssh_keys;
@@ -38,6 +45,9 @@ struct server_config {
     int64_t system_disk_gib;
     int64_t max_data_disk_gib;
     int64_t max_gpus_per_instance;
+    int64_t max_instances_per_user;
+    int64_t disk_reserve_gib;
+    int64_t disk_overcommit_percent;
     int64_t nogpu_millicores;
     int64_t nogpu_memory_mib;
     int64_t max_upload_bytes;

@@ -335,6 +335,11 @@ const char *const sqlite_migrations[] = {
     /* a plan's pay-as-you-go rate when bought: leaving early charges the
      * time used at it (never a discount path) */
     "ALTER TABLE instances ADD COLUMN plan_hourly_micros INTEGER NOT NULL DEFAULT 0;"
+    /* what a host can hold for instance disks: its data directory's free
+     * bytes plus what the instance disk files already take (they are
+     * sparse); placement keeps the disks promised within it */
+    "ALTER TABLE nodes ADD COLUMN disk_free_bytes INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE nodes ADD COLUMN instance_disks_bytes INTEGER NOT NULL DEFAULT 0;"
     /* per-address rate limits that are not login failures (registrations) */
     "CREATE TABLE rate_events ("
     "  subject TEXT NOT NULL,"

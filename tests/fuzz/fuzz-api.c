@@ -3,9 +3,13 @@
  *
  * Input layout (every field is optional: a short input reads as zeros):
  *
- *   byte 0   route: index into api_routes, modulo api_routes_count
+ *   byte 0   route: index into api_routes, modulo api_routes_count; 0xff is
+ *            always the nodes' proxy-auth route (seeds stay valid when the
+ *            table grows)
  *   byte 1   caller (bits 0-1: anonymous, renter, admin, token from the
- *            input), bit 2 Idempotency-Key, bit 3 credentials as the session
+ *            input; on node routes (API_NODE) the admin's slot is the
+ *            harness's node, with its token), bit 2 Idempotency-Key, bit 3
+ *            credentials as the session
  *            cookie instead of Authorization, bit 4 sign a webhook, bit 5 the
  *            method from the input instead of the route's, bit 6 a path from
  *            the input instead of the route's, bit 7 allow the password routes
@@ -13,13 +17,25 @@
  *            replaces "@R", "@A", "@G" in the body with the renter's id, the
  *            admin's id, the seeded GPU model's id
  *   then     for each {param} of the pattern: a choice byte (0 renter id,
- *            1 admin id, 2 GPU model id, 3 the renter's token id, else a
- *            string of that length & 0x7f read from the input, any bytes:
- *            '/', '%', invalid UTF-8); then what the flags asked for: the
- *            method (a byte: below 0x80 an index into methods[], else a
- *            string of length & 0x7f), the path, the bearer token, the
- *            Idempotency-Key, always a webhook clock skew byte (x 4 seconds),
- *            the queries; strings are a length byte and that many bytes
+ *            1 admin id, 2 GPU model id, 3 the renter's token id, 4 the
+ *            node's id, else a string of that length & 0x7f read from the
+ *            input, any bytes: '/', '%', invalid UTF-8); then what the flags
+ *            asked for: the method (a byte: below 0x80 an index into
+ *            methods[], else a string of length & 0x7f), the path, the
+ *            bearer token, the Idempotency-Key, always a webhook clock skew
+ *            byte (x 4 seconds), the queries; strings are a length byte and
+ *            that many bytes
+ *   proxy    on the proxy-auth route only, what the node's nginx sends
+ *            (node/proxy.c): X-Original-Host (a choice byte: 0..3 the
+ *            seeded instance's private, public and Jupyter ports and an
+ *            unpublished one, else a string as above), X-Original-URI
+ *            (0 "/?suanli_token=" + the private port's token, 1 "/", else a
+ *            string), then Cookie, X-Original-Referer,
+ *            X-Original-Authorization, X-Original-Method,
+ *            X-Original-Sec-Fetch-Site and -Mode as strings (length 0:
+ *            absent); in all of them "@T" becomes the private port's
+ *            token, "@S" the owner's session, "@O" another renter's
+ *            session, "@I" the instance's id
  *   rest     the request body, in a buffer of exactly its size (no NUL)
  *
  * What is skipped, and why: POST /v1/users and POST /v1/sessions hash a
@@ -36,6 +52,16 @@
  * is a JSON object on JSON routes (204: empty), and on an error status a body
  * {"error":{"code":"...","message":"..."}} with non-empty strings.
  *
+ * On the proxy-auth route also (the renter boundary, docs/design/access.md):
+ * a pass (204) only for the seeded instance's host, and for its private port
+ * only when the request holds its token or the owner's session (in a cookie:
+ * only from the same origin, or a GET navigation); what a pass
+ * hands to the instance (X-Suanli-URI, -Cookie, -Referer, -Authorization)
+ * holds no suanli credential, no line break, and the URI starts with '/'.
+ * The filters themselves (ports-filter.c) are run on the raw inputs as well:
+ * none leaves a credential, each is idempotent, a Cookie without suanli's
+ * cookies passes byte for byte, and host parsing ignores case.
+ *
  * FUZZ_API_TRACE=1 prints each request and the start of its answer, to check
  * what a seed does: build-fuzz/fuzz-api tests/fuzz/corpus/<seed>. */
 #include "../../lib/cleanup.h"
@@ -47,8 +73,13 @@
 #include "../../server/api.h"
 #include "../../server/auth.h"
 #include "../../server/catalog.h"
+#include "../../server/nodes.h"
+#include "../../server/ports.h"
+#include "../../server/routes.h"
+#include "../../server/secrets.h"
 #include "../../server/server.h"
 
+#include <ctype.h>
 #include <ftw.h>
 #include <sodium.h>
 #include <inttypes.h>
@@ -81,6 +112,12 @@ static struct server srv;
 static char data_dir[4096];
 static struct identity renter, admin;
 static char gpu_model_id[SL_ID_MAX];
+/* the proxy's world: a node, an instance of a third user on it with a
+ * private (6006), a public (6008) and a Jupyter (8888) port */
+static char node_id[SL_ID_MAX], node_token[SL_TOKEN_MAX];
+static char instance_id[SL_ID_MAX], port_token[PORTS_TOKEN_HEX];
+static char owner_session[SL_TOKEN_MAX], other_session[SL_TOKEN_MAX];
+static const struct api_route *proxy_route;
 static bool trace; /* FUZZ_API_TRACE=1: print each request and its answer */
 
 static const char *const query_names[] = { "limit", "cursor", "email", "state", "region" };
@@ -101,6 +138,15 @@ struct fuzz_request {
     const char *credential; /* bearer or cookie value */
     bool cookie;
     bool signed_webhook;
+    /* the proxy-auth route's headers, NULL when absent */
+    char *original_host;
+    char *original_uri;
+    char *proxy_cookie;
+    char *original_referer;
+    char *original_authorization;
+    char *original_method;
+    char *fetch_site;
+    char *fetch_mode;
 };
 
 struct reader {
@@ -183,8 +229,57 @@ static void make_user(struct identity *who, const char *email, const char *role)
     make_token(who, "fuzz");
 }
 
+/* The node (enrolled as an agent is), the instance's owner with a session,
+ * the instance on the node (a bare row: only the proxy reads it) and its
+ * ports, as placement publishes them. */
+static void open_proxy_world(void)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    struct identity owner;
+    char join_id[SL_ID_MAX], join[SL_TOKEN_MAX], tok_id[SL_ID_MAX];
+    cleanup_json json_t *inventory =
+        json_pack("{s:i, s:i, s:[]}", "cpu_cores", 4, "memory_mib", 8192, "gpus");
+
+    if (store_begin(srv.store, &err) < 0 ||
+        nodes_join_token_create(&srv, "fz-1", 3600, 1, admin.user_id, join_id, join, &err) < 0 ||
+        nodes_enroll(&srv, join, "fuzz-node", "192.0.2.9", inventory, node_id, node_token, &err) <
+            0 ||
+        store_commit(srv.store, &err) < 0)
+        die("node", &err);
+    if (accounts_create_user(&srv, "owner@example.com", "Owner", "fuzz password 1", "renter",
+                             owner.user_id, &err) < 0 ||
+        auth_token_create(srv.store, owner.user_id, "session", "s", 0, owner_session, tok_id,
+                          &err) < 0 ||
+        auth_token_create(srv.store, renter.user_id, "session", "s", 0, other_session, tok_id,
+                          &err) < 0)
+        die("owner", &err);
+    sl_id_new(instance_id, "i-");
+    if (store_exec(srv.store,
+                   "INSERT INTO instances (id, user_id, name, region_id, node_id, gpu_model_id,"
+                   " gpus, image, system_disk_gib, data_disk_gib, ssh_port, root_password,"
+                   " state, desired, created_at, updated_at) VALUES (?1, ?2, 'fz', 'fz-1', ?3,"
+                   " ?4, 1, 'debian-12', 20, 50, 2222, '', 'running', 'running', ?5, ?5)",
+                   DB_ARGS(DB_TEXT(instance_id), DB_TEXT(owner.user_id), DB_TEXT(node_id),
+                           DB_TEXT(gpu_model_id), DB_INT(sl_time_now())),
+                   &err) < 0 ||
+        ports_insert(&srv, instance_id, 6006, false, "", &err) < 0 ||
+        ports_insert(&srv, instance_id, 6008, true, "", &err) < 0 ||
+        ports_insert(&srv, instance_id, 8888, false, PORTS_RECIPE_APP, &err) < 0)
+        die("instance", &err);
+    /* the private port's token, as its owner's link shows it */
+    cleanup_json json_t *inst = json_pack("{s:s}", "id", instance_id);
+    if (ports_instance_json(&srv, inst, &err) < 0)
+        die("ports", &err);
+    const char *access = json_string_value(
+        json_object_get(json_array_get(json_object_get(inst, "services"), 0), "access_url"));
+    const char *t = access ? strstr(access, PORTS_QUERY "=") : NULL;
+    if (!t)
+        die("ports", NULL);
+    snprintf(port_token, sizeof(port_token), "%s", t + strlen(PORTS_QUERY) + 1);
+}
+
 /* A fresh store in a new temporary directory: the two users with their
- * tokens and a small catalog. */
+ * tokens, a small catalog and the proxy's world. */
 static void open_state(void)
 {
     struct sl_error err = SL_ERROR_INIT;
@@ -205,6 +300,7 @@ static void open_state(void)
     if (store_exec(srv.store, "PRAGMA synchronous=OFF", DB_NO_ARGS, &err) < 0)
         die("store", &err);
     randombytes_buf(srv.id_hash_key, sizeof(srv.id_hash_key));
+    secrets_init(&srv);
     make_user(&admin, "admin@localhost", "admin");
     make_user(&renter, "renter@example.com", "renter");
     if (catalog_region_create(srv.store, "fz-1", "Fuzz region", false, &err) < 0 ||
@@ -212,6 +308,7 @@ static void open_state(void)
                                  gpu_model_id, &err) < 0 ||
         catalog_price_set(srv.store, CATALOG_DATA_DISK, "", 7000, 50, false, NULL, &err) < 0)
         die("catalog", &err);
+    open_proxy_world();
     srv.started_at = sl_time_now();
 }
 
@@ -238,6 +335,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         die("crypto", &err);
     atexit(at_exit);
     __sanitizer_set_death_callback(cleanup_data_dir);
+    for (size_t i = 0; i < api_routes_count; i++)
+        if (api_routes[i].handler == api_proxy_auth)
+            proxy_route = &api_routes[i];
+    if (!proxy_route)
+        die("no proxy-auth route in the table", NULL);
     open_state();
     return 0;
 }
@@ -246,6 +348,22 @@ static const char *io_header(void *ctx, const char *name)
 {
     struct fuzz_request *f = ctx;
 
+    if (strcasecmp(name, "X-Original-Host") == 0)
+        return f->original_host;
+    if (strcasecmp(name, "X-Original-URI") == 0)
+        return f->original_uri;
+    if (strcasecmp(name, "Cookie") == 0)
+        return f->proxy_cookie;
+    if (strcasecmp(name, "X-Original-Referer") == 0)
+        return f->original_referer;
+    if (strcasecmp(name, "X-Original-Authorization") == 0)
+        return f->original_authorization;
+    if (strcasecmp(name, "X-Original-Method") == 0)
+        return f->original_method;
+    if (strcasecmp(name, "X-Original-Sec-Fetch-Site") == 0)
+        return f->fetch_site;
+    if (strcasecmp(name, "X-Original-Sec-Fetch-Mode") == 0)
+        return f->fetch_mode;
     if (strcasecmp(name, "Authorization") == 0)
         return f->credential && !f->cookie ? f->authorization : NULL;
     if (strcasecmp(name, "Idempotency-Key") == 0)
@@ -283,6 +401,14 @@ static void fuzz_request_release(struct fuzz_request *f)
     free(f->idempotency_key);
     for (size_t i = 0; i < N_QUERIES; i++)
         free(f->query[i]);
+    free(f->original_host);
+    free(f->original_uri);
+    free(f->proxy_cookie);
+    free(f->original_referer);
+    free(f->original_authorization);
+    free(f->original_method);
+    free(f->fetch_site);
+    free(f->fetch_mode);
     memset(f, 0, sizeof(*f));
 }
 
@@ -312,6 +438,9 @@ static char *build_path(const char *pattern, struct reader *r)
             break;
         case 3:
             sl_buf_addf(&b, "%s", renter.token_id);
+            break;
+        case 4:
+            sl_buf_addf(&b, "%s", node_id);
             break;
         default: {
             char *s = take_string(r, choice & 0x7f);
@@ -369,6 +498,60 @@ static bool reaches_password_hash(const struct api_route *route, const uint8_t *
     return hashes;
 }
 
+/* A proxy header from the input: "@T", "@S", "@O", "@I" replaced (see the
+ * top comment); NULL when its length is 0. */
+static char *take_proxy_string(struct reader *r)
+{
+    cleanup_free char *raw = take_counted(r);
+    struct sl_buf b;
+
+    if (!*raw)
+        return NULL;
+    sl_buf_init(&b);
+    for (const char *p = raw; *p; p++) {
+        const char *sub = NULL;
+        if (p[0] == '@' && p[1])
+            sub = p[1] == 'T'   ? port_token
+                  : p[1] == 'S' ? owner_session
+                  : p[1] == 'O' ? other_session
+                  : p[1] == 'I' ? instance_id
+                                : NULL;
+        if (sub) {
+            sl_buf_adds(&b, sub);
+            p++;
+        } else {
+            sl_buf_add(&b, p, 1);
+        }
+    }
+    return sl_buf_detach(&b, NULL);
+}
+
+/* The proxy-auth route's headers (see the top comment). */
+static void take_proxy_headers(struct fuzz_request *f, struct reader *r)
+{
+    static const unsigned ports[] = { 6006, 6008, 8888, 7000 };
+    uint8_t host = take_byte(r);
+
+    if (host < 4)
+        f->original_host = xasprintf("%s-%u.%s%s", instance_id, ports[host],
+                                     srv.cfg.services_domain, host == 1 ? ":8080" : "");
+    else
+        f->original_host = take_proxy_string(r);
+    uint8_t uri = take_byte(r);
+    if (uri == 0)
+        f->original_uri = xasprintf("/?" PORTS_QUERY "=%s", port_token);
+    else if (uri == 1)
+        f->original_uri = xstrdup("/");
+    else
+        f->original_uri = take_proxy_string(r);
+    f->proxy_cookie = take_proxy_string(r);
+    f->original_referer = take_proxy_string(r);
+    f->original_authorization = take_proxy_string(r);
+    f->original_method = take_proxy_string(r);
+    f->fetch_site = take_proxy_string(r);
+    f->fetch_mode = take_proxy_string(r);
+}
+
 static void print_escaped(const char *label, const void *data, size_t len)
 {
     const unsigned char *p = data;
@@ -409,11 +592,168 @@ fail(const struct api_request *req, const struct fuzz_request *f, int status, co
         fprintf(stderr, "  signed webhook, timestamp %s\n", f->timestamp);
     for (size_t i = 0; i < N_QUERIES; i++)
         print_string(query_names[i], f->query[i]);
+    print_string("X-Original-Host", f->original_host);
+    print_string("X-Original-URI", f->original_uri);
+    print_string("Cookie", f->proxy_cookie);
+    print_string("X-Original-Referer", f->original_referer);
+    print_string("X-Original-Authorization", f->original_authorization);
+    print_string("X-Original-Method", f->original_method);
+    print_string("X-Original-Sec-Fetch-Site", f->fetch_site);
+    print_string("X-Original-Sec-Fetch-Mode", f->fetch_mode);
     print_escaped("body", req->body, req->body_len);
     fprintf(stderr, "  status %d\n", status);
     print_escaped("response", body, body_len);
     cleanup_data_dir();
     abort();
+}
+
+/* The value of header name in a response's "Name: value\r\n" lines, copied
+ * into out; false when absent. */
+static bool response_header(const struct api_response *res, const char *name, char *out,
+                            size_t size)
+{
+    const char *p = res->headers.data ? res->headers.data : "";
+    size_t n = strlen(name);
+
+    for (; *p; p = strstr(p, "\r\n") ? strstr(p, "\r\n") + 2 : p + strlen(p)) {
+        if (strncasecmp(p, name, n) == 0 && p[n] == ':' && p[n + 1] == ' ') {
+            size_t len = strcspn(p + n + 2, "\r\n");
+            snprintf(out, size, "%.*s", (int)len, p + n + 2);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Whether a Cookie header holds a cookie that suanli reads, by a parser of
+ * this file's own: pairs split at ';', blanks around the name dropped. */
+static bool has_suanli_cookie(const char *cookie)
+{
+    for (const char *p = cookie ? cookie : ""; *p;) {
+        size_t len = strcspn(p, ";");
+        size_t start = 0, end = len;
+        while (start < len && (p[start] == ' ' || p[start] == '\t'))
+            start++;
+        const char *eq = memchr(p + start, '=', len - start);
+        if (eq)
+            end = (size_t)(eq - p);
+        while (end > start && (p[end - 1] == ' ' || p[end - 1] == '\t'))
+            end--;
+        if ((end - start == strlen(PORTS_COOKIE) &&
+             strncasecmp(p + start, PORTS_COOKIE, end - start) == 0) ||
+            (end - start == strlen(AUTH_COOKIE) &&
+             strncasecmp(p + start, AUTH_COOKIE, end - start) == 0))
+            return true;
+        p += len;
+        if (*p)
+            p++;
+    }
+    return false;
+}
+
+static bool has_line_break(const char *s)
+{
+    return s && strpbrk(s, "\r\n");
+}
+
+/* The filters on the raw inputs, whatever the route answered. */
+static void check_filters(const struct api_request *req, const struct fuzz_request *f)
+{
+    char id[SL_ID_MAX], id2[SL_ID_MAX], t[PORTS_TOKEN_HEX];
+    int64_t port = 0, port2 = 0;
+
+    if (f->original_host) {
+        cleanup_free char *lower = xstrdup(f->original_host);
+        for (char *p = lower; *p; p++)
+            *p = (char)tolower((unsigned char)*p);
+        bool a = ports_parse_host(f->original_host, srv.cfg.services_domain, id, &port);
+        bool b = ports_parse_host(lower, srv.cfg.services_domain, id2, &port2);
+        if (a != b || (a && (strcmp(id, id2) != 0 || port != port2)))
+            fail(req, f, 0, "", 0, "host parsing depends on case");
+        if (a && (!sl_id_valid(id, "i-") || port < 1 || port > 65535))
+            fail(req, f, 0, "", 0, "host parsed into id '%s' port %" PRId64, id, port);
+    }
+    cleanup_free char *uri = ports_uri_filter(f->original_uri);
+    if (uri) {
+        cleanup_free char *again = ports_uri_filter(uri);
+        if (uri[0] != '/' || ports_uri_token(uri, t, sizeof(t)) || has_line_break(uri) || !again ||
+            strcmp(again, uri) != 0)
+            fail(req, f, 0, uri, strlen(uri), "the URI filter left a token or is not idempotent");
+    }
+    cleanup_free char *referer = ports_referer_filter(f->original_referer);
+    if (referer && (ports_uri_token(referer, t, sizeof(t)) || has_line_break(referer)))
+        fail(req, f, 0, referer, strlen(referer), "the Referer filter left a token");
+    cleanup_free char *cookie = ports_cookie_filter(f->proxy_cookie);
+    if (cookie) {
+        cleanup_free char *again = ports_cookie_filter(cookie);
+        if (has_suanli_cookie(cookie) || has_line_break(cookie) || !again ||
+            strcmp(again, cookie) != 0)
+            fail(req, f, 0, cookie, strlen(cookie),
+                 "the Cookie filter left a suanli cookie or is not idempotent");
+    }
+    if (f->proxy_cookie && *f->proxy_cookie && !has_suanli_cookie(f->proxy_cookie) &&
+        !strpbrk(f->proxy_cookie, "\r\n") && (!cookie || strcmp(cookie, f->proxy_cookie) != 0)) {
+        /* control bytes other than tab make the filter drop the header */
+        bool control = false;
+        for (const char *p = f->proxy_cookie; *p; p++)
+            control |= ((unsigned char)*p < 0x20 && *p != '\t') || *p == 0x7f;
+        if (!control)
+            fail(req, f, 0, cookie ? cookie : "", cookie ? strlen(cookie) : 0,
+                 "the Cookie filter changed a header without suanli cookies");
+    }
+}
+
+/* What a proxy-auth answer lets through (see the top comment). */
+static void check_proxy_answer(const struct api_request *req, const struct fuzz_request *f,
+                               const struct api_response *res)
+{
+    char id[SL_ID_MAX], t[PORTS_TOKEN_HEX], value[16384];
+    int64_t port = 0;
+
+    check_filters(req, f);
+    if (res->status != 204)
+        return;
+    if (!req->caller.node_id[0])
+        fail(req, f, 204, "", 0, "a pass without the node's token");
+    if (!ports_parse_host(f->original_host, srv.cfg.services_domain, id, &port) ||
+        strcmp(id, instance_id) != 0 || (port != 6006 && port != 6008 && port != 8888))
+        fail(req, f, 204, "", 0, "a pass for a host that is no published port");
+    if (port != 6008) {
+        /* private: the request must hold a credential; cookies count only
+         * from the same origin or for a GET navigation */
+        const char *site = f->fetch_site ? f->fetch_site : "";
+        bool same = !*site || strcasecmp(site, "same-origin") == 0 || strcasecmp(site, "none") == 0;
+        bool follows_link =
+            f->fetch_mode && strcasecmp(f->fetch_mode, "navigate") == 0 && f->original_method &&
+            (strcmp(f->original_method, "GET") == 0 || strcmp(f->original_method, "HEAD") == 0);
+        const char *cookie = same || follows_link ? f->proxy_cookie : NULL;
+        bool token = (f->original_uri && strstr(f->original_uri, port_token)) ||
+                     (cookie && strstr(cookie, port_token));
+        bool session = cookie && strstr(cookie, owner_session);
+        if (!(port == 6006 && token) && !session)
+            fail(req, f, 204, "", 0, "a private port passed without its token or session");
+    }
+    /* (a credential's bytes elsewhere, a path or another cookie's value, are
+     * the client's own: no cookie or parameter of suanli's carries them) */
+    if (!response_header(res, "X-Suanli-URI", value, sizeof(value)) || value[0] != '/' ||
+        ports_uri_token(value, t, sizeof(t)))
+        fail(req, f, 204, value, strlen(value), "X-Suanli-URI missing or holding a token");
+    if (response_header(res, "X-Suanli-Cookie", value, sizeof(value)) && has_suanli_cookie(value))
+        fail(req, f, 204, value, strlen(value), "X-Suanli-Cookie holds a suanli cookie");
+    if (response_header(res, "X-Suanli-Referer", value, sizeof(value)) &&
+        ports_uri_token(value, t, sizeof(t)))
+        fail(req, f, 204, value, strlen(value), "X-Suanli-Referer holds a token");
+    if (response_header(res, "X-Suanli-Authorization", value, sizeof(value)) &&
+        ports_authorization_is_suanli(value))
+        fail(req, f, 204, value, strlen(value), "X-Suanli-Authorization holds a suanli token");
+    /* every line a header of suanli's: a value with a line break would add one */
+    for (const char *p = res->headers.data ? res->headers.data : ""; *p;) {
+        size_t len = strcspn(p, "\r\n"), name = strspn(p, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                          "abcdefghijklmnopqrstuvwxyz-");
+        if (strncmp(p, "X-Suanli-", 9) != 0 || p[name] != ':' || strncmp(p + len, "\r\n", 2))
+            fail(req, f, 204, p, strlen(p), "a response header line that is not suanli's");
+        p += len + 2;
+    }
 }
 
 static void check_response(const struct api_request *req, const struct fuzz_request *f,
@@ -430,6 +770,8 @@ static void check_response(const struct api_request *req, const struct fuzz_requ
         fail(req, f, status, body, len, "status %d out of range", status);
     if (status == 500)
         fail(req, f, status, body, len, "internal error");
+    if (req->route == proxy_route)
+        check_proxy_answer(req, f, res);
     if (trace) {
         fprintf(stderr, "fuzz-api: %s %s -> %d ", req->method, req->path, status);
         fwrite(body, 1, len < 300 ? len : 300, stderr);
@@ -501,7 +843,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static unsigned long runs;
     struct reader r = { data, size };
     struct fuzz_request f = { 0 };
-    const struct api_route *route = &api_routes[take_byte(&r) % api_routes_count];
+    uint8_t pick = take_byte(&r);
+    const struct api_route *route =
+        pick == 0xff ? proxy_route : &api_routes[pick % api_routes_count];
     uint8_t flags = take_byte(&r), queries = take_byte(&r);
     uint8_t caller = flags & 3;
 
@@ -529,7 +873,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (caller == 1)
         f.credential = renter.token;
     else if (caller == 2)
-        f.credential = admin.token;
+        f.credential = route->flags & API_NODE ? node_token : admin.token;
     else if (caller == 3)
         f.credential = f.bearer = take_counted(&r);
     f.cookie = flags & 0x08;
@@ -541,6 +885,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t i = 0; i < N_QUERIES; i++)
         if (queries & (1u << i))
             f.query[i] = take_counted(&r);
+    if (route == proxy_route)
+        take_proxy_headers(&f, &r);
 
     size_t body_len = r.left;
     uint8_t *body;

@@ -2,6 +2,7 @@
 port and data directory, talk to it over real HTTP, run the real CLI.
 
 SUANLI_BUILD names the build directory (default: build/)."""
+import ipaddress
 import json
 import os
 import shutil
@@ -66,6 +67,16 @@ class Server:
         self.settings = dict(settings or {})
         if seed_catalog:
             self.settings.setdefault("catalog_seed", SAMPLE_CATALOG)
+        # every test registers from 127.0.0.1: the per-address limit (10 an
+        # hour by default) is tested on its own in t380
+        self.settings.setdefault("auth.register_max_per_address", "1000000")
+        # Instance disks are sparse files: a host promises them only as far
+        # as it can hold them (nodes.disk_*, docs/operations.md). A test box
+        # has some tens of GB free and the tests' instances write little, so
+        # their servers let a host promise 100 times more; the disk check's
+        # own tests (test_t220_placement.py) set these themselves.
+        self.settings.setdefault("nodes.disk_reserve_gib", "2")
+        self.settings.setdefault("nodes.disk_overcommit_percent", "10000")
         self.proc = None
         self.log_path = os.path.join(data_dir, "suanlid.log")
         self._admin_token = None
@@ -223,13 +234,20 @@ IMAGE = "debian-12"
 
 
 class Node:
-    """One suanli-node process enrolled with a server."""
+    """One suanli-node process enrolled with a server. The join token reaches
+    it as an operator gives it: in a file only root reads (join_via="file",
+    DATA/join-token) or on stdin (join_via="stdin"), never on the command
+    line, where the process list shows it."""
 
     def __init__(self, server, data_dir, join_token, gpus="8:RTX 4090", extra=None,
-                 proxy_port=None):
+                 proxy_port=None, join_via="file", network=None):
         self.server = server
+        # (bridge, subnet): the shared cluster's unless side_network() gives
+        # the node one of its own
+        self.bridge, self.subnet = network[:2] if network else (TEST_BRIDGE, TEST_SUBNET)
         self.data_dir = data_dir
         self.join_token = join_token
+        self.join_via = join_via
         self.gpus = gpus
         self.extra = list(extra or [])
         # the service ports' nginx: a private port, not the default 8080
@@ -240,20 +258,29 @@ class Node:
 
     def start(self, timeout=15):
         os.makedirs(self.data_dir, exist_ok=True)
+        join = "-"
+        if self.join_via == "file":
+            join = os.path.join(self.data_dir, "join-token")
+            fd = os.open(join, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(self.join_token + "\n")
         # a relative --data-dir, as `make run` gives it (paths must still work)
         args = [SUANLI_NODE, "--data-dir", os.path.basename(self.data_dir),
                 "--server", self.server.url,
-                "--join", self.join_token,
+                "--join", join,
                 # gpus=None: the host's real GPUs through NVML (bench/gpu-check.sh)
                 *(["--simulate-gpus", self.gpus] if self.gpus else []),
-                "--address", "127.0.0.1", "--set", f"network.bridge={TEST_BRIDGE}",
-                "--set", f"network.subnet={TEST_SUBNET}", "--set", "stop_grace_ms=3000",
+                "--address", "127.0.0.1", "--set", f"network.bridge={self.bridge}",
+                "--set", f"network.subnet={self.subnet}", "--set", "stop_grace_ms=3000",
                 "--set", f"proxy.listen=127.0.0.1:{self.proxy_port}",
                 *self.extra]
         self.log = open(self.log_path, "ab")
+        stdin = subprocess.PIPE if join == "-" else subprocess.DEVNULL
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL,
-                                     cwd=os.path.dirname(self.data_dir))
+                                     stdin=stdin, cwd=os.path.dirname(self.data_dir))
+        if join == "-":
+            self.proc.stdin.write((self.join_token + "\n").encode())
+            self.proc.stdin.close()
         deadline = time.time() + timeout
         ident = os.path.join(self.data_dir, "node.json")
         while time.time() < deadline:
@@ -286,6 +313,17 @@ class Node:
             self.log.close()
 
 
+def side_network(index, tag):
+    """(bridge, subnet, address prefix) of a node started beside the shared
+    cluster's, so that neither touches the other's bridge, rules or leases
+    (cleanup_host(DIR, bridge, prefix) after it): the index-th /24 from the
+    end of TEST_SUBNET (t280 takes 1, t320 2, the nodes of t200, t381 and
+    t385 3) and a bridge named with a two-letter tag."""
+    net = ipaddress.ip_network(TEST_SUBNET)
+    subnet = str(list(net.subnets(new_prefix=max(net.prefixlen + 1, 24)))[-index])
+    return TEST_BRIDGE[:12] + tag, subnet, subnet.rsplit(".", 1)[0] + "."
+
+
 def wait_for(fn, timeout=60, interval=0.05, what="condition"):
     deadline = time.time() + timeout
     last = None
@@ -295,6 +333,51 @@ def wait_for(fn, timeout=60, interval=0.05, what="condition"):
             return last
         time.sleep(interval)
     raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+class ApiHost:
+    """A host that the test enrolls and reports for through the node API
+    itself, with the disk figures it chooses: for placement tests, which
+    need no container. It reports `image` ready (made by the admin)."""
+
+    GIB = 1 << 30
+
+    def __init__(self, server, gpus=8, free_gib=1000, disks_gib=0, image="api-host-image"):
+        self.server, self.image = server, image
+        admin = server.admin_token
+        r = server.request("POST", "/v1/admin/join-tokens", {"region": "sample-1"}, token=admin)
+        assert r.status == 201, r
+        self.gpus = [{"index": i, "uuid": f"GPU-api-{uuid.uuid4().hex[:8]}-{i}",
+                      "name": "NVIDIA GeForce RTX 4090", "vram_mib": 24564, "simulated": True}
+                     for i in range(gpus)]
+        self.free_bytes, self.disks_bytes = free_gib * self.GIB, disks_gib * self.GIB
+        r = server.request("POST", "/v1/nodes/enroll", {
+            "join_token": r.json["token"], "hostname": "api-host", "address": "192.0.2.1",
+            "inventory": self.inventory()})
+        assert r.status == 201, r
+        self.node_id, self.token = r.json["node_id"], r.json["node_token"]
+        r = server.request("POST", "/v1/admin/images", {"name": image, "recipe": "base"},
+                           token=admin)
+        assert r.status in (201, 409), r
+        self.heartbeat()
+
+    def inventory(self):
+        return {"cpu_cores": 64, "memory_mib": 512 * 1024, "disk_total_gib": 4096,
+                "disk_free_gib": self.free_bytes // self.GIB,
+                "disk_free_bytes": self.free_bytes, "instance_disks_bytes": self.disks_bytes,
+                "gpus": self.gpus}
+
+    def heartbeat(self, instances=()):
+        r = self.server.request("POST", f"/v1/nodes/{self.node_id}/heartbeat", {
+            "inventory": self.inventory(), "instances": list(instances),
+            "images": [{"name": self.image, "state": "ready"}]}, token=self.token)
+        assert r.status == 200, r
+
+    def disk(self):
+        r = self.server.request("GET", f"/v1/admin/nodes/{self.node_id}",
+                                token=self.server.admin_token)
+        assert r.status == 200, r
+        return r.json["disk"]
 
 
 def host_leftovers(data_dir, instance_id, port):
@@ -315,6 +398,10 @@ def host_leftovers(data_dir, instance_id, port):
     rules = subprocess.run(["iptables-save"], capture_output=True, text=True).stdout
     if instance_id in rules or f"--dport {port} " in rules or f"dpt:{port} " in rules:
         left.append("iptables rule")
+    # its port's chain in the bridge's nftables table (node/firewall.h)
+    if shutil.which("nft") and instance_id in subprocess.run(
+            ["nft", "list", "ruleset", "bridge"], capture_output=True, text=True).stdout:
+        left.append("nft chain")
     if os.path.exists(os.path.join(data_dir, "instances", instance_id)):
         left.append("instance directory")
     return left

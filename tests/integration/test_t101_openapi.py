@@ -565,7 +565,8 @@ def test_hosts_images_instances_match_the_schemas(spec, server):
           "POST", "/v1/admin/images", 201)
 
     # join tokens
-    r = server.request("POST", "/v1/admin/join-tokens", {"region": region}, token=admin)
+    r = server.request("POST", "/v1/admin/join-tokens", {"region": region, "max_uses": 2},
+                       token=admin)
     join = check(spec, r, "POST", "/v1/admin/join-tokens", 201)
     r = server.request("POST", "/v1/admin/join-tokens", {"region": "nowhere-" + tag},
                        token=admin)
@@ -602,6 +603,11 @@ def test_hosts_images_instances_match_the_schemas(spec, server):
     assert host["node"]["state"] == "online" and host["node"]["gpus_total"] == 2
     assert host["node"]["gpus"][0]["model"] == model and host["node"]["simulated"] is True
     other = enroll(0)
+    r = server.request("POST", "/v1/nodes/enroll",
+                       {"join_token": join["token"], "hostname": "x", "address": "x",
+                        "inventory": inventory(0)})
+    check(spec, r, "POST", "/v1/nodes/enroll", 401)
+    assert r.code == "join_token_used"  # both uses are taken
     r = server.request("POST", "/v1/nodes/enroll",
                        {"join_token": "sl_wrong", "hostname": "x", "address": "x",
                         "inventory": inventory(0)})

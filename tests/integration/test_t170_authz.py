@@ -20,7 +20,6 @@ PUBLIC = {
     ("POST", "/v1/sessions"),
     ("POST", "/v1/payments/webhook"),
     ("POST", "/v1/nodes/enroll"),
-    ("GET", "/v1/proxy/auth"),  # nginx asks it; it judges the original request's credentials
 }
 
 

@@ -4,7 +4,9 @@ import os
 import shutil
 import tempfile
 
-from conftest import Node, cleanup_host, wait_for
+from conftest import Node, cleanup_host, side_network, wait_for
+
+NET = side_network(3, "nd")
 
 
 def market_model(server, token, name="RTX 4090"):
@@ -23,9 +25,10 @@ def test_enroll_heartbeat_offline_and_market(make_server):
     assert r.status == 201 and r.json["token"].startswith("sl_"), r
     listed = server.request("GET", "/v1/admin/join-tokens", token=admin).json["items"]
     assert [t["id"] for t in listed] == [r.json["id"]] and "token" not in listed[0]
+    assert (listed[0]["uses"], listed[0]["max_uses"]) == (0, 1)
 
     d = tempfile.mkdtemp(prefix="suanli-node-", dir="/var/tmp")
-    node = Node(server, d, r.json["token"], gpus="4:RTX 4090")
+    node = Node(server, d, r.json["token"], gpus="4:RTX 4090", network=NET)
     try:
         node.start()
         nodes = server.request("GET", "/v1/admin/nodes", token=admin).json["items"]
@@ -35,6 +38,10 @@ def test_enroll_heartbeat_offline_and_market(make_server):
         assert n["simulated"] is True and n["gpus_total"] == 4 and n["gpus_free"] == 4
         assert all(g["simulated"] and g["model"] == "RTX 4090" for g in n["gpus"])
         assert n["cpu_cores"] >= 1 and n["memory_mib"] > 0 and n["disk_total_gib"] > 0
+        # what it can hold for instance disks (placement keeps promises in it)
+        vfs = os.statvfs(d)
+        assert abs(n["disk"]["free_bytes"] - vfs.f_bavail * vfs.f_frsize) < 2 << 30, n["disk"]
+        assert n["disk"]["instance_disks_bytes"] == 0 and n["disk"]["promised_gib"] == 0
         assert n["driver_version"] == "simulated"
         # the identity is kept, secret, for restarts
         assert os.stat(os.path.join(d, "node.json")).st_mode & 0o777 == 0o600
@@ -62,12 +69,12 @@ def test_enroll_heartbeat_offline_and_market(make_server):
         assert len(server.request("GET", "/v1/admin/nodes", token=admin).json["items"]) == 1
     finally:
         node.stop()
-        cleanup_host(d)
+        cleanup_host(d, bridge=NET[0], prefix=NET[2])
         shutil.rmtree(d, ignore_errors=True)
 
 
 def test_bad_join_token_is_refused_clearly(server, tmp_path):
-    node = Node(server, str(tmp_path / "node"), "sl_wrong")
+    node = Node(server, str(tmp_path / "node"), "sl_wrong", network=NET)
     try:
         node.start(timeout=10)
         raise AssertionError("the agent enrolled with a bad join token")
@@ -79,7 +86,8 @@ def test_bad_join_token_is_refused_clearly(server, tmp_path):
 
 def test_node_routes_need_the_node_token(server):
     admin = server.admin_token
-    r = server.request("POST", "/v1/admin/join-tokens", {"region": "sample-1"}, token=admin)
+    r = server.request("POST", "/v1/admin/join-tokens", {"region": "sample-1", "max_uses": 3},
+                       token=admin)
     inv = {"cpu_cores": 2, "memory_mib": 1024,
            "gpus": [{"index": 0, "uuid": "GPU-x", "name": "NVIDIA GeForce RTX 4090",
                      "vram_mib": 24564}]}

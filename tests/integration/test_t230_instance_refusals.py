@@ -1,8 +1,11 @@
 """Bad requests for instances get a 4xx that says what to do, and leave
-nothing half-created: no instance row, no GPU held, no port taken."""
+nothing half-created: no instance row, no GPU held, no port taken. A renter
+holds at most instances.max_per_user instances, even when racing."""
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
-from conftest import IMAGE
+from conftest import IMAGE, ApiHost, Cluster
 
 
 def gpus_free(cluster):
@@ -56,3 +59,37 @@ def test_balance_under_one_hour_is_refused_with_the_amount_missing(cluster):
     assert "1.98" in msg and "0.98" in msg, msg
     assert cluster.server.request("GET", "/v1/instances?state=all",
                                   token=user["token"]).json["items"] == []
+
+
+def test_a_renter_holds_at_most_max_per_user_instances_even_when_racing(make_server):
+    """instances.max_per_user, counted inside the placement transaction:
+    concurrent creates cannot pass it together. Stopped instances count
+    (their disks are kept); a released one does not."""
+    server = make_server({"instances.max_per_user": "3"})
+    host = ApiHost(server)
+    user, other = Cluster(server, None).renter(), Cluster(server, None).renter()
+    body = {**BASE, "image": host.image}
+
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        results = list(pool.map(lambda _: server.request("POST", "/v1/instances", body,
+                                                         token=user["token"]), range(12)))
+    made = [r.json["id"] for r in results if r.status == 201]
+    refused = [r for r in results if r.status != 201]
+    assert len(made) == 3, results[:3]
+    for r in refused:
+        assert r.status == 409 and r.code == "too_many_instances", r
+        msg = r.json["error"]["message"]
+        assert "3 instances" in msg and "suanli release" in msg, msg
+    # the limit is the renter's own: another renter creates
+    assert server.request("POST", "/v1/instances", body, token=other["token"]).status == 201
+
+    # releasing frees a place once the host confirms it is gone
+    iid = made[0]
+    r = server.request("POST", f"/v1/instances/{iid}/release", {}, token=user["token"])
+    assert r.status == 200, r
+    r = server.request("POST", "/v1/instances", body, token=user["token"])
+    assert r.status == 409 and r.code == "too_many_instances", r  # still releasing
+    host.heartbeat([{"id": iid, "state": "absent"}])
+    assert server.request("GET", f"/v1/instances/{iid}",
+                          token=user["token"]).json["state"] == "released"
+    assert server.request("POST", "/v1/instances", body, token=user["token"]).status == 201

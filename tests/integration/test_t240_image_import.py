@@ -1,7 +1,10 @@
 """Any image (issue 4): an admin uploads a `docker save` tarball with
 `suanli admin image import`; every node of the region fetches it, checks its
 digest, imports it (whiteouts honoured) and a renter's instance boots it.
-Broken archives are refused by the node and say why; only admins upload."""
+Broken archives are refused by the node and say why; only admins upload.
+A compression bomb uploaded the same way (issue 10) is refused by the node
+within its images.* limits, says which limit, and leaves nothing behind."""
+import gzip
 import hashlib
 import io
 import json
@@ -127,3 +130,70 @@ def test_only_admins_upload_and_nothing_is_kept_otherwise(cluster, tmp_path):
     # a node fetches uploads with its own token only
     assert server.request("GET", f"/v1/nodes/{cluster.node.node_id}/uploads/" + "0" * 64,
                           token=renter["token"]).status == 401
+
+
+class Zeros(io.RawIOBase):
+    """`size` zero bytes, never held in memory at once."""
+
+    def __init__(self, size):
+        self.left = size
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        n = min(len(b), self.left)
+        b[:n] = bytes(n)
+        self.left -= n
+        return n
+
+
+def store_state(data_dir):
+    """What the node's image store holds: layers, image files, temporary and
+    downloaded files."""
+    def ls(*parts):
+        p = os.path.join(data_dir, *parts)
+        return sorted(os.listdir(p)) if os.path.isdir(p) else []
+    return {"layers": ls("layers", "sha256"), "images": ls("images"), "tmp": ls("layers", "tmp"),
+            "downloads": ls("downloads")}
+
+
+def test_uploaded_bomb_is_refused_and_leaves_nothing(cluster, tmp_path):
+    server, node = cluster.server, cluster.node
+    limit = 32 << 20
+    # 512 MiB of zeros in a gzip'd tar of well under 1 MiB
+    bomb = tmp_path / "bomb.tar.gz"
+    with gzip.open(bomb, "wb", compresslevel=9) as g, tarfile.open(fileobj=g, mode="w") as t:
+        info = tarfile.TarInfo("zero")
+        info.size = 512 << 20
+        t.addfile(info, io.BufferedReader(Zeros(info.size), 1 << 20))
+    assert bomb.stat().st_size < (1 << 20)
+
+    # the node with a low limit, as an operator would set it
+    extra = list(node.extra)
+    node.stop()
+    node.extra = extra + ["--set", f"images.max_bytes={limit}"]
+    try:
+        node.start()
+        before = store_state(node.data_dir)
+        admin = Cli(server, str(tmp_path / "admin"))
+        p = admin.run("-o", "json", "admin", "image", "import", str(bomb), "--name", "bomb-1",
+                      env={"SUANLI_TOKEN": server.admin_token})
+        assert p.returncode == 0, p
+        img = wait_for(lambda: (lambda i: i if i and i["state"] in ("failed", "ready") else None)(
+            image_state(server, "bomb-1")), timeout=120, interval=0.5, what="the bomb's end")
+        assert img["state"] == "failed", img
+        assert img["nodes"] == 0
+        msg = img["message"]
+        assert "images.max_bytes" in msg and "32.0 MiB" in msg and "raise" in msg, msg
+        assert "images.max_bytes" in node.log_text()
+        # nothing of it on the node: no layer, no image file, no temporary
+        # directory, no downloaded archive
+        after = store_state(node.data_dir)
+        assert after == before, (before, after)
+        assert after["tmp"] == [] and after["downloads"] == []
+        assert "bomb-1.json" not in after["images"]
+    finally:
+        node.stop()
+        node.extra = extra
+        node.start()

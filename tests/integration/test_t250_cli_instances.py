@@ -48,8 +48,11 @@ def test_join_token_create_prints_the_token_once_and_the_agent_command(cloud):
     assert p.returncode == 0, p
     token = p.stdout.splitlines()[1]
     assert token.startswith("sl_")
-    assert (f"suanli-node --server {cloud['server'].url} --join {token} "
+    # the token goes into a file only root reads, never on a command line
+    # (the process list shows it): the printed command names the file
+    assert (f"suanli-node --server {cloud['server'].url} --join /root/suanli-join-token "
             "--data-dir /var/lib/suanli-node") in p.stdout
+    assert p.stdout.count(token) == 1, p.stdout
     assert "not shown again" in p.stderr
     tid = re.search(r"join token (\S+)", p.stdout).group(1)
     ls = admin.run("admin", "join-tokens")

@@ -4,7 +4,8 @@ agent: the memory limit kills the process that goes past it and the renter
 sees an `oom` event; a fork bomb stops at the pids limit while suanlid keeps
 answering; a full data disk is ENOSPC inside only; instances see and reach
 neither each other nor the host's own services; capabilities, no-new-privs,
-seccomp and masked /proc and /sys paths."""
+seccomp and masked /proc and /sys paths; /etc's files written on the
+instance's own disk; a cgroup namespace per instance."""
 import ipaddress
 import os
 import shutil
@@ -71,10 +72,11 @@ def tiny(cluster):
             node.stop()
         server.stop()
         if node:
-            cleanup_host(node.data_dir)
-            subprocess.run([os.path.join(os.path.dirname(__file__), "..", "..", "scripts",
-                                         "cleanup-host-net.sh"), f"{TEST_BRIDGE}t"],
-                           capture_output=True)
+            # its own bridge and subnet only: the main cluster's bridge (and
+            # the metadata rules on it) may be idle now, but it is in use
+            net = ipaddress.ip_network(TEST_SUBNET)
+            prefix = str(list(net.subnets(new_prefix=24))[-1].network_address)[:-1]
+            cleanup_host(node.data_dir, bridge=f"{TEST_BRIDGE}t", prefix=prefix)
         shutil.rmtree(d, ignore_errors=True)
 
 
@@ -172,6 +174,87 @@ def test_full_data_disk_is_enospc_inside_only(cluster):
     # the root disk is a different disk: still writable
     assert cluster.ssh(user, inst, "echo ok > /root/ok && cat /root/ok").stdout.strip() == "ok"
     release(cluster, user, inst)
+
+
+def test_etc_files_grow_the_instances_disk_not_the_host(cluster):
+    """/etc/hosts, /etc/hostname and /etc/resolv.conf are writable inside
+    and live on the system disk: 1 GiB written into each grows the disk
+    image the renter pays for and nothing else of the host."""
+    user = cluster.renter()
+    inst = cluster.create(user, data_disk_gib=1)
+    iid = inst["id"]
+    idir = os.path.join(cluster.node.data_dir, "instances", iid)
+    system_img = os.path.join(idir, "system.img")
+    try:
+        names = cluster.ssh(user, inst, "hostname; python3 -c \"import socket;"
+                            " print(socket.gethostbyname(socket.gethostname()),"
+                            " socket.gethostbyname('localhost'))\"; head -1 /etc/resolv.conf"
+                            ).stdout.splitlines()
+        assert names[:2] == [iid, "127.0.1.1 127.0.0.1"], names
+        assert names[2].startswith("# written by suanli-node"), names
+
+        def host_bytes():
+            """What the instance holds on the host's own file system, its
+            disk images aside (the disks' mounts are other file systems)."""
+            out = subprocess.run(["du", "-sx", "-B1", "--exclude=*.img", idir],
+                                 capture_output=True, text=True, check=True).stdout
+            return int(out.split()[0])
+
+        def image_bytes():
+            return os.stat(system_img).st_blocks * 512
+        host0, image0 = host_bytes(), image_bytes()
+        fill = cluster.ssh(user, inst, "for f in /etc/hosts /etc/hostname /etc/resolv.conf; do"
+                           " dd if=/dev/zero of=$f bs=1M count=1024 oflag=append conv=notrunc"
+                           " status=none; rc=$?; echo $f rc=$rc $(stat -c %s $f); done; sync",
+                           timeout=600).stdout.split("\n")
+        for line in filter(None, fill):
+            name, rc, size = line.split()
+            assert rc == "rc=0" and int(size) > 1 << 30, fill
+        grown = host_bytes() - host0
+        assert grown < 1 << 20, grown  # a log line or two, not gigabytes
+        assert image_bytes() - image0 > 3 * (1 << 30) - (64 << 20)
+        assert not {"hosts", "resolv.conf"} & set(os.listdir(os.path.join(idir, "boot")))
+
+        # a start writes them afresh (in place: a full disk does not stop it)
+        assert cluster.verb(user, iid, "stop").status == 200
+        cluster.wait_state(user, iid, "stopped")
+        assert cluster.verb(user, iid, "start").status == 200
+        inst = cluster.wait_state(user, iid, "running")
+        again = cluster.ssh(user, inst, "hostname; cat /etc/hostname;"
+                            " stat -c %s /etc/hosts /etc/resolv.conf; python3 -c \"import socket;"
+                            " print(socket.gethostbyname(socket.gethostname()))\"").stdout.split()
+        assert again[:2] == [iid, iid], again
+        assert int(again[2]) < 4096 and int(again[3]) < 64 << 10, again
+        assert again[4] == "127.0.1.1", again
+    finally:
+        release(cluster, user, inst)
+
+
+def test_cgroup_namespace_shows_the_instance_its_own_tree(cluster):
+    """/proc/self/cgroup inside reads "/" in every hierarchy, not the host's
+    /suanli/<id>, and the cgroup files at the top of /sys/fs/cgroup are the
+    instance's own (its memory and pids limits)."""
+    user = cluster.renter()
+    inst = cluster.create(user)
+    iid = inst["id"]
+    try:
+        out = cluster.ssh(user, inst, "cat /proc/self/cgroup; echo --;"
+                          " awk '$9 ~ /^cgroup/ {print $4, $5}' /proc/self/mountinfo; echo --;"
+                          " cat /sys/fs/cgroup/memory/memory.limit_in_bytes"
+                          " /sys/fs/cgroup/pids/pids.max 2>/dev/null ||"
+                          " cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/pids.max").stdout
+        cgroups, mounts, limits = out.split("--\n")
+        assert "suanli" not in cgroups and iid not in cgroups, cgroups
+        for line in cgroups.splitlines():
+            assert line.split(":", 2)[2] == "/", cgroups
+        assert mounts.strip(), out
+        for line in mounts.splitlines():
+            assert line.split()[0] == "/", mounts  # the mount's root in its hierarchy
+        memory, pids = limits.split()
+        assert int(memory) == inst["memory_mib"] << 20, limits
+        assert pids == "4096", limits
+    finally:
+        release(cluster, user, inst)
 
 
 def host_address():

@@ -287,8 +287,8 @@ def test_plan_day_then_payg_refunds(billed):
 
     p = r.run("plan", iid, "payg")
     assert p.returncode == 0, p
-    m = re.fullmatch(rf"{iid}: pay-as-you-go from now; ¥(\d+\.\d+) refunded for the unused "
-                     r"day plan\n", p.stdout)
+    m = re.fullmatch(rf"{iid}: pay-as-you-go from now; ¥(\d+\.\d+) refunded: the day plan's "
+                     r"price less the time used at the pay-as-you-go rate\n", p.stdout)
     assert m, p.stdout
     refund = micros(m.group(1))
     assert 0 < refund <= price
@@ -301,7 +301,7 @@ def test_plan_day_then_payg_refunds(billed):
                         r"\d\d:\d\d UTC; then the instance stops \(--auto-renew renews it\)\n",
                         p.stdout), p.stdout
     p = r.run("plan", iid, "payg")
-    assert p.returncode == 0 and "refunded for the unused day plan" in p.stdout, p
+    assert p.returncode == 0 and "refunded: the day plan's price less" in p.stdout, p
     p = r.run("plan", iid, "payg")
     assert p.returncode == 0 and p.stdout == f"{iid}: already pay-as-you-go\n", p
 

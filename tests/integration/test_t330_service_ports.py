@@ -1,7 +1,7 @@
 """Service ports and Jupyter (issue 6, items 1 and 2; DESIGN.md section 5).
 
 Real parts only: the node's own nginx (started by the agent on a private
-port), suanlid's GET /v1/proxy/auth behind nginx's auth_request, and real
+port), suanlid's GET /v1/nodes/{id}/proxy/auth behind nginx's auth_request, and real
 servers inside a real instance — `python3 -m http.server 6006` and a small
 websocket echo server written with Python's standard library. Requests go to
 127.0.0.1:PROXY with the Host header a browser would send for
@@ -12,6 +12,7 @@ minutes here); set SUANLI_SKIP_JUPYTER=1 to leave it out."""
 import base64
 import hashlib
 import http.client
+import json
 import os
 import signal
 import socket
@@ -74,6 +75,12 @@ def proxy(cluster, host, path="/", cookies=None, headers=None, method="GET"):
     out = (r.status, dict(r.getheaders()), body)
     c.close()
     return out
+
+
+def node_token(cluster):
+    """The node's own token, as its nginx sends it to suanlid."""
+    with open(os.path.join(cluster.node.data_dir, "node.json")) as f:
+        return json.load(f)["node_token"]
 
 
 def host_of(inst, port):
@@ -172,7 +179,7 @@ def test_hosts_naming_no_instance(cluster, served):
     for host in (f"localhost:{p}", f"i-aaaaaaaaaaaa-6006.localhost:{p}", "nonsense",
                  f"{inst['id']}-7777.localhost:{p}", f"{inst['id']}.localhost:{p}"):
         status, _, body = proxy(cluster, host, "/")
-        assert status == 404, (host, status, body)
+        assert status == 400 and "no such service here" in body, (host, status, body)
     assert proxy(cluster, *link(inst, 6006))[0] == 200
 
 
@@ -243,7 +250,7 @@ def test_add_and_remove_ports(cluster, served, cli):
     assert "gradio-ish" in proxy(cluster, host, path)[2]
     p = cli.run("port", "rm", inst["id"], "7860", env=env)
     assert p.returncode == 0, p.stderr
-    wait_for(lambda: proxy(cluster, host, path)[0] == 404, timeout=20, what="the route to go")
+    wait_for(lambda: proxy(cluster, host, path)[0] == 400, timeout=20, what="the route to go")
 
 
 def test_bad_input(cluster, served):
@@ -273,10 +280,16 @@ def test_bad_input(cluster, served):
     assert len(added) == 6
     for port in added:
         assert s.request("DELETE", f"{url}/{port}", token=owner["token"]).status == 204
-    # the auth route itself: no Host to judge is a 400; a bad one a 403
-    assert s.request("GET", "/v1/proxy/auth").status == 400
-    r = s.request("GET", "/v1/proxy/auth", headers={"X-Original-Host": "whatever"})
+    # the auth route itself is the node's: nothing to judge is a 400; a bad host a 403
+    auth = f"/v1/nodes/{cluster.node.node_id}/proxy/auth"
+    token = node_token(cluster)
+    assert s.request("GET", auth, token=token).status == 400
+    r = s.request("GET", auth, headers={"X-Original-Host": "whatever", "X-Original-URI": "/"},
+                  token=token)
     assert r.status == 403, r
+    r = s.request("GET", auth, headers={"X-Original-Host": host_of(inst, 6006),
+                                        "X-Original-URI": "http://evil/"}, token=token)
+    assert r.status == 400 and r.code == "invalid_uri", r
     # nginx goes on serving
     assert proxy(cluster, *link(inst, 6006))[0] == 200
 
@@ -325,13 +338,14 @@ def test_release_removes_route(cluster):
     host, path = link(inst, 6006)
     wait_for(lambda: proxy(cluster, host, path)[0] == 200, timeout=30, what="the route")
     assert cluster.verb(owner, inst["id"], "release").status == 200
-    wait_for(lambda: proxy(cluster, host, path)[0] == 404, timeout=30, what="the route to go")
+    wait_for(lambda: proxy(cluster, host, path)[0] == 400, timeout=30, what="the route to go")
     r = cluster.server.request("POST", f"/v1/instances/{inst['id']}/ports", {"port": 7000},
                                token=owner["token"])
     assert r.status == 409 and r.code == "instance_released", r
     # the token no longer opens anything, even if a route were left
-    r = cluster.server.request("GET", "/v1/proxy/auth",
-                               headers={"X-Original-Host": host, "X-Original-URI": path})
+    r = cluster.server.request("GET", f"/v1/nodes/{cluster.node.node_id}/proxy/auth",
+                               headers={"X-Original-Host": host, "X-Original-URI": path},
+                               token=node_token(cluster))
     assert r.status == 403, r
 
 

@@ -112,8 +112,9 @@ struct m_inst {
     int plan; /* 0 payg, 1 day, 2 week, 3 month */
     bool auto_renew;
     int64_t plan_expires, stopped_at, released_at;
-    int64_t plan_price; /* paid for the current period */
-    int64_t plan_money; /* plans bought minus refunds */
+    int64_t plan_price;  /* paid for the current period */
+    int64_t plan_hourly; /* the pay-as-you-go rate when it was bought */
+    int64_t plan_money;  /* plans bought minus refunds */
     struct interval *iv;
     size_t n_iv;
     int64_t db_charged; /* the store's charges, summed as they appear */
@@ -135,8 +136,8 @@ static struct {
     int64_t *meter_settlements; /* by meter seq: settlements seen */
     size_t meter_cap;
     int64_t instance_seconds;
-    int64_t steps, settlements, outages, plans, refunds, renewals, balance_stops, auto_releases,
-        refusals;
+    int64_t steps, settlements, outages, plans, refunds, refunds_none, renewals, balance_stops,
+        auto_releases, refusals;
     bool failed;
 } sim;
 
@@ -243,19 +244,30 @@ static int64_t plan_price(const struct m_inst *in, int plan)
     return floor_div((__int128)total * percent[plan], 100);
 }
 
-/* Leaving a plan early gives back the unused part, in the renter's favour. */
-static void plan_end(struct m_inst *in)
+/* Leaving a plan early gives back what is left of its price after the time
+ * used at the pay-as-you-go rate of the day it was bought (no discount for
+ * part of a period), never below 0 nor above what was paid. */
+static int64_t plan_refund(const struct m_inst *in)
 {
     int64_t period = plan_seconds[in->plan], remaining = in->plan_expires - fake_now;
 
     if (remaining > period)
         remaining = period;
-    if (remaining > 0) {
-        int64_t consumed = floor_div((__int128)in->plan_price * (period - remaining), period);
-        if (in->plan_price - consumed > 0) {
-            in->plan_money -= in->plan_price - consumed;
-            sim.refunds++;
-        }
+    if (remaining <= 0)
+        return 0;
+    int64_t used = floor_div((__int128)in->plan_hourly * (period - remaining), 3600);
+    return used >= in->plan_price ? 0 : in->plan_price - used;
+}
+
+static void plan_end(struct m_inst *in)
+{
+    int64_t refund = plan_refund(in);
+
+    if (refund > 0) {
+        in->plan_money -= refund;
+        sim.refunds++;
+    } else if (in->plan_expires > fake_now) {
+        sim.refunds_none++;
     }
     in->plan = 0;
     in->auto_renew = false;
@@ -330,8 +342,9 @@ static json_t *inventory(const struct m_node *n)
                                               "name", model_names[n->model], "vram_mib", 24576,
                                               "simulated", 1));
     }
-    return json_pack("{s:i, s:i, s:i, s:i, s:o}", "cpu_cores", 64, "memory_mib", 512 * 1024,
-                     "disk_total_gib", 4000, "disk_free_gib", 3000, "gpus", gpus);
+    return json_pack("{s:i, s:i, s:i, s:i, s:I, s:o}", "cpu_cores", 64, "memory_mib", 512 * 1024,
+                     "disk_total_gib", 4000, "disk_free_gib", 3000, "disk_free_bytes",
+                     (json_int_t)1 << 50, "gpus", gpus);
 }
 
 struct report_ctx {
@@ -492,6 +505,7 @@ static void op_create(void)
         in->plan = plan;
         in->auto_renew = c.rq.auto_renew;
         in->plan_price = plan_price(in, plan);
+        in->plan_hourly = sim.gpu_price[model] * in->gpus;
         in->plan_money += in->plan_price;
         in->plan_expires = fake_now + plan_seconds[plan];
         sim.plans++;
@@ -616,15 +630,7 @@ static void op_plan(void)
     c.arg = plan_names[plan];
     int64_t balance = db_balance(in->user);
     /* moving between plans refunds first: the balance that pays is after it */
-    int64_t refund = 0;
-    if (in->plan && plan != in->plan) {
-        int64_t period = plan_seconds[in->plan], remaining = in->plan_expires - fake_now;
-        if (remaining > period)
-            remaining = period;
-        if (remaining > 0)
-            refund =
-                in->plan_price - floor_div((__int128)in->plan_price * (period - remaining), period);
-    }
+    int64_t refund = in->plan && plan != in->plan ? plan_refund(in) : 0;
     bool closes_compute = !in->plan && plan && has_open_compute(in);
     int64_t need = plan && plan != in->plan ? plan_price(in, plan) : 0;
     /* closing a pay-as-you-go meter settles it first; that charge is due
@@ -657,6 +663,7 @@ static void op_plan(void)
     in->plan = plan;
     in->auto_renew = c.auto_renew > 0;
     in->plan_price = plan_price(in, plan);
+    in->plan_hourly = sim.gpu_price[in->model] * in->gpus;
     in->plan_money += in->plan_price;
     in->plan_expires = fake_now + plan_seconds[plan];
     in->stopped_at = -1;
@@ -730,6 +737,7 @@ static void model_pass(void)
             if (expected_balance(due->user) < price)
                 break;
             due->plan_price = price;
+            due->plan_hourly = sim.gpu_price[due->model] * due->gpus;
             due->plan_money += price;
             due->plan_expires += plan_seconds[due->plan];
             sim.renewals++;
@@ -957,6 +965,9 @@ static void setup(void)
         FAIL("config: %s", err.message);
     sim.srv.cfg.require_verification = false;
     sim.srv.cfg.node_offline_after = OFFLINE_AFTER;
+    /* money is under test, not the limits of placement: no renter and no
+     * host reaches them (the hosts report room for every disk) */
+    sim.srv.cfg.max_instances_per_user = 1 << 20;
     sim.srv.store = test_store();
     /* durability is not under test here; speed is welcome */
     store_exec(st(), "PRAGMA synchronous = OFF", DB_NO_ARGS, &err);
@@ -1096,11 +1107,12 @@ TEST(billing_simulation_matches_the_exact_integral)
         check_everything();
     printf("  %" PRId64 " steps, %" PRId64 " instance-hours, %zu instances, %" PRId64
            " settlements, %" PRId64 " host outages, %" PRId64 " plans bought, %" PRId64
-           " renewed, %" PRId64 " refunds, %" PRId64 " balance stops, %" PRId64
+           " renewed, %" PRId64 " refunds (%" PRId64
+           " plans left early with nothing to refund), %" PRId64 " balance stops, %" PRId64
            " auto-releases, %" PRId64 " refusals\n",
            sim.steps, sim.instance_seconds / 3600, sim.n_inst, sim.settlements, sim.outages,
-           sim.plans, sim.renewals, sim.refunds, sim.balance_stops, sim.auto_releases,
-           sim.refusals);
+           sim.plans, sim.renewals, sim.refunds, sim.refunds_none, sim.balance_stops,
+           sim.auto_releases, sim.refusals);
     if (sim.failed)
         printf("  FAILED with seed %" PRIu64 ": replay with SUANLI_SIM_SEED=%" PRIu64 "\n", seed,
                seed);
