@@ -1,22 +1,25 @@
-# suanli-node: the host agent's library and its end-to-end smoke test.
-# Included from the Makefile (`include node.mk`), or on its own after it:
-#   make -f Makefile -f node.mk BUILD=build-node build-node/tests/node-smoke
+# suanli-node: the host agent's library and its end-to-end smoke test
+# (tests/smoke/instance-smoke.c). Included from the Makefile
+# (`include node.mk`). `make node-smoke` runs it on the bridge
+# SUANLI_SMOKE_BRIDGE (default suanli0) and removes the bridge afterwards;
+# SUANLI_SMOKE_DIR, SUANLI_SMOKE_SUBNET: see the test's source.
 
-NODE_SRC    := $(filter-out node/main.c node/instance-smoke.c,$(wildcard node/*.c))
+NODE_SRC    := $(filter-out node/main.c,$(wildcard node/*.c))
 NODE_OBJ    := $(NODE_SRC:%.c=$(BUILD)/%.o)
 
 $(BUILD)/libsuanli-node.a: $(NODE_OBJ)
 	ar rcs $@ $^
 
-$(BUILD)/tests/node-smoke: $(BUILD)/node/instance-smoke.o $(BUILD)/libsuanli-node.a \
+$(BUILD)/tests/node-smoke: $(BUILD)/tests/smoke/instance-smoke.o $(BUILD)/libsuanli-node.a \
                            $(BUILD)/libsuanli.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
-$(BUILD)/suanli-node: $(BUILD)/node/main.o $(BUILD)/libsuanli-node.a $(BUILD)/cli/client.o \
+$(BUILD)/suanli-node: $(BUILD)/node/main.o $(BUILD)/libsuanli-node.a \
                       $(BUILD)/libsuanli.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 .PHONY: node-smoke
 node-smoke: $(BUILD)/tests/node-smoke
-	@$(BUILD)/tests/node-smoke; rc=$$?; scripts/cleanup-host-net.sh suanli0; exit $$rc
+	@$(BUILD)/tests/node-smoke; rc=$$?; scripts/cleanup-host-net.sh $${SUANLI_SMOKE_BRIDGE:-suanli0}; \
+	exit $$rc

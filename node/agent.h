@@ -28,7 +28,7 @@ struct agent_config {
     int64_t poll_ms;
     int64_t stop_grace_ms;
     int64_t ssh_wait_ms;
-    char *proxy_listen; /* the service ports' nginx (proxy.h) */
+    char *proxy_listen; /* the service ports' nginx (nginx.h) */
     char *proxy_nginx;
     int64_t metadata_port;   /* the metadata endpoint (metadata.h); 0: off */
     int64_t image_max_bytes; /* image imports' limits (images.*, image-layer.h) */

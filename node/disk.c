@@ -83,19 +83,9 @@ static void copy_out(char *dst, size_t size, const char *src)
         snprintf(dst, size, "%s", src);
 }
 
-int disk_mounted(const char *path, char *src, size_t src_size, char *fstype, size_t fstype_size,
-                 struct sl_error *err)
+int disk_mountinfo_find(FILE *f, const char *real, char *src, size_t src_size, char *fstype,
+                        size_t fstype_size)
 {
-    char real[PATH_MAX];
-    if (!realpath(path, real)) {
-        if (errno == ENOENT)
-            return 0;
-        return sl_fail_errno(err, "unable to resolve '%s'", path);
-    }
-    cleanup_fclose FILE *f = fopen("/proc/self/mountinfo", "re");
-    if (!f)
-        return sl_fail_errno(err, "unable to open '/proc/self/mountinfo'");
-
     cleanup_free char *line = NULL;
     size_t cap = 0;
     int found = 0;
@@ -123,6 +113,21 @@ int disk_mounted(const char *path, char *src, size_t src_size, char *fstype, siz
         found = 1;
     }
     return found;
+}
+
+int disk_mounted(const char *path, char *src, size_t src_size, char *fstype, size_t fstype_size,
+                 struct sl_error *err)
+{
+    char real[PATH_MAX];
+    if (!realpath(path, real)) {
+        if (errno == ENOENT)
+            return 0;
+        return sl_fail_errno(err, "unable to resolve '%s'", path);
+    }
+    cleanup_fclose FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f)
+        return sl_fail_errno(err, "unable to open '/proc/self/mountinfo'");
+    return disk_mountinfo_find(f, real, src, src_size, fstype, fstype_size);
 }
 
 /* The backing file of /sys/block/loopN, or "" when it has none. */

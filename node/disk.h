@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "../lib/error.h"
 
@@ -36,6 +37,13 @@ int disk_unmount(const char *mountpoint, struct sl_error *err);
  * not NULL. Returns 1 (mounted), 0 (not) or -1 on error. */
 int disk_mounted(const char *path, char *src, size_t src_size, char *fstype, size_t fstype_size,
                  struct sl_error *err);
+
+/* disk_mounted's reading of mountinfo (the format of /proc/self/mountinfo,
+ * octal escapes such as \040 undone): whether a line mounts something at
+ * real (an absolute path without symbolic links); of several, the last (the
+ * mount on top) fills src and fstype. Returns 1 or 0. */
+int disk_mountinfo_find(FILE *mountinfo, const char *real, char *src, size_t src_size, char *fstype,
+                        size_t fstype_size);
 
 /* The loop device ("/dev/loopN") that has `path` as backing file, copied into
  * dev. Returns 1 when found, 0 when none, -1 on error. */

@@ -30,38 +30,41 @@ static int iptables_in(const char *table, const char *op, const char *chain,
     return check ? sl_subprocess_run(&sp, err) : sl_subprocess_check(&sp, err);
 }
 
-static int iptables(const char *op, const char *chain, const char *const *rule, bool check,
-                    struct sl_error *err)
+static int ensure_chain(const char *table, const char *chain, struct sl_error *err)
 {
-    return iptables_in("filter", op, chain, rule, check, err);
-}
-
-static int ensure_chain(const char *chain, struct sl_error *err)
-{
-    int rc = iptables("-L", chain, (const char *const[]){ "-n", NULL }, true, err);
+    int rc = iptables_in(table, "-L", chain, (const char *const[]){ "-n", NULL }, true, err);
     if (rc <= 0)
         return rc;
-    rc = iptables("-N", chain, NULL, true, err);
+    rc = iptables_in(table, "-N", chain, NULL, true, err);
     if (rc <= 0)
         return rc;
     /* another agent made it in the meantime */
-    return iptables("-L", chain, (const char *const[]){ "-n", NULL }, false, err);
+    return iptables_in(table, "-L", chain, (const char *const[]){ "-n", NULL }, false, err);
 }
 
-/* Appends (or inserts first, when first) rule to chain unless it is there. */
-static int ensure_rule(const char *chain, const char *const *rule, bool first, struct sl_error *err)
+/* Appends (or inserts first, when r->first) the rule unless it is there. */
+static int ensure_rule(const struct firewall_rule *r, struct sl_error *err)
 {
-    int rc = iptables("-C", chain, rule, true, err);
+    int rc = iptables_in(r->table, "-C", r->chain, r->words, true, err);
     if (rc <= 0)
         return rc;
-    if (!first)
-        return iptables("-A", chain, rule, false, err);
+    if (!r->first)
+        return iptables_in(r->table, "-A", r->chain, r->words, false, err);
     const char *argv[ARGV_MAX] = { "1" };
     size_t n = 1;
-    for (size_t i = 0; rule[i] && n < ARGV_MAX - 1; i++)
-        argv[n++] = rule[i];
+    for (size_t i = 0; r->words[i] && n < ARGV_MAX - 1; i++)
+        argv[n++] = r->words[i];
     argv[n] = NULL;
-    return iptables("-I", chain, argv, false, err);
+    return iptables_in(r->table, "-I", r->chain, argv, false, err);
+}
+
+static int ensure_rules(const struct firewall_rule *rules, size_t n, struct sl_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (ensure_rule(&rules[i], err) < 0)
+            return -1;
+    }
+    return 0;
 }
 
 /* No IPv6 on the bridge: the host keeps no link-local address there that
@@ -78,36 +81,47 @@ static int bridge_ipv6_off(const char *bridge, struct sl_error *err)
     return 0;
 }
 
-static int drop_cloud_metadata(const char *bridge, struct sl_error *err)
+size_t firewall_bridge_rules(const char *bridge,
+                             struct firewall_rule out[static FIREWALL_BRIDGE_RULES])
 {
     static const char *const nets[] = { FIREWALL_CLOUD_METADATA };
-    for (size_t i = 0; i < sizeof(nets) / sizeof(nets[0]); i++) {
-        const char *const rule[] = { "-i", bridge, "-d", nets[i], "-j", "DROP", NULL };
-        if (ensure_rule(FIREWALL_FORWARD_CHAIN, rule, false, err) < 0)
-            return -1;
-    }
-    return 0;
+    size_t n = 0;
+
+    /* instance to instance through the gateway */
+    out[n++] = (struct firewall_rule){ "filter",
+                                       FIREWALL_FORWARD_CHAIN,
+                                       false,
+                                       { "-i", bridge, "-o", bridge, "-m", "conntrack", "!",
+                                         "--ctstate", "DNAT", "-j", "DROP", NULL } };
+    for (size_t i = 0; i < sizeof(nets) / sizeof(nets[0]); i++)
+        out[n++] = (struct firewall_rule){ "filter",
+                                           FIREWALL_FORWARD_CHAIN,
+                                           false,
+                                           { "-i", bridge, "-d", nets[i], "-j", "DROP", NULL } };
+    /* a new connection from an instance to the host */
+    out[n++] = (struct firewall_rule){ "filter",
+                                       FIREWALL_INPUT_CHAIN,
+                                       false,
+                                       { "-i", bridge, "-m", "conntrack", "!", "--ctstate",
+                                         "RELATED,ESTABLISHED", "-j", "DROP", NULL } };
+    /* the jumps last: the chains hold their rules before anything runs them */
+    out[n++] = (struct firewall_rule){
+        "filter", "CNI-ADMIN", true, { "-j", FIREWALL_FORWARD_CHAIN, NULL }
+    };
+    out[n++] =
+        (struct firewall_rule){ "filter", "INPUT", true, { "-j", FIREWALL_INPUT_CHAIN, NULL } };
+    return n;
 }
 
 int firewall_ensure(const char *bridge, struct sl_error *err)
 {
-    const char *const forward_jump[] = { "-j", FIREWALL_FORWARD_CHAIN, NULL };
-    const char *const input_jump[] = { "-j", FIREWALL_INPUT_CHAIN, NULL };
-    const char *const between_instances[] = { "-i",   bridge,      "-o",   bridge,
-                                              "-m",   "conntrack", "!",    "--ctstate",
-                                              "DNAT", "-j",        "DROP", NULL };
-    const char *const to_host[] = {
-        "-i", bridge, "-m", "conntrack", "!", "--ctstate", "RELATED,ESTABLISHED", "-j", "DROP", NULL
-    };
+    struct firewall_rule rules[FIREWALL_BRIDGE_RULES];
+    size_t n = firewall_bridge_rules(bridge, rules);
 
-    if (ensure_chain(FIREWALL_FORWARD_CHAIN, err) < 0 ||
-        ensure_chain(FIREWALL_INPUT_CHAIN, err) < 0 ||
-        ensure_rule(FIREWALL_FORWARD_CHAIN, between_instances, false, err) < 0 ||
-        drop_cloud_metadata(bridge, err) < 0 ||
-        ensure_rule(FIREWALL_INPUT_CHAIN, to_host, false, err) < 0 ||
-        ensure_chain("CNI-ADMIN", err) < 0 ||
-        ensure_rule("CNI-ADMIN", forward_jump, true, err) < 0 ||
-        ensure_rule("INPUT", input_jump, true, err) < 0 || bridge_ipv6_off(bridge, err) < 0) {
+    if (ensure_chain("filter", FIREWALL_FORWARD_CHAIN, err) < 0 ||
+        ensure_chain("filter", FIREWALL_INPUT_CHAIN, err) < 0 ||
+        ensure_chain("filter", "CNI-ADMIN", err) < 0 || ensure_rules(rules, n, err) < 0 ||
+        bridge_ipv6_off(bridge, err) < 0) {
         sl_error_prefix(err, "isolate instances on bridge '%s'", bridge);
         return -1;
     }
@@ -124,60 +138,42 @@ int firewall_isolate_port(const char *host_veth, struct sl_error *err)
     return 0;
 }
 
-/* The nat table's counterparts of ensure_chain and ensure_rule. */
-static int ensure_nat_chain(const char *chain, struct sl_error *err)
+size_t firewall_metadata_rules(const char *bridge, const char *gateway, unsigned port,
+                               struct firewall_metadata_texts *texts,
+                               struct firewall_rule out[static FIREWALL_METADATA_RULES])
 {
-    int rc = iptables_in("nat", "-L", chain, (const char *const[]){ "-n", NULL }, true, err);
-    if (rc <= 0)
-        return rc;
-    rc = iptables_in("nat", "-N", chain, NULL, true, err);
-    if (rc <= 0)
-        return rc;
-    return iptables_in("nat", "-L", chain, (const char *const[]){ "-n", NULL }, false, err);
-}
+    size_t n = 0;
 
-static int ensure_nat_rule(const char *chain, const char *const *rule, struct sl_error *err)
-{
-    int rc = iptables_in("nat", "-C", chain, rule, true, err);
-    if (rc <= 0)
-        return rc;
-    return iptables_in("nat", "-A", chain, rule, false, err);
+    snprintf(texts->port, sizeof(texts->port), "%u", port);
+    snprintf(texts->to, sizeof(texts->to), "%s:%u", gateway, port);
+    out[n++] = (struct firewall_rule){ "nat",
+                                       FIREWALL_METADATA_CHAIN,
+                                       false,
+                                       { "-i", bridge, "-d", FIREWALL_METADATA_ADDRESS "/32", "-p",
+                                         "tcp", "--dport", "80", "-j", "DNAT", "--to-destination",
+                                         texts->to, NULL } };
+    out[n++] = (struct firewall_rule){
+        "nat", "PREROUTING", false, { "-j", FIREWALL_METADATA_CHAIN, NULL }
+    };
+    out[n++] =
+        (struct firewall_rule){ "filter",
+                                FIREWALL_INPUT_CHAIN,
+                                true,
+                                { "-i", bridge, "-d", gateway, "-p", "tcp", "--dport", texts->port,
+                                  "-m", "conntrack", "--ctstate", "DNAT", "--ctorigdst",
+                                  FIREWALL_METADATA_ADDRESS, "-j", "ACCEPT", NULL } };
+    return n;
 }
 
 int firewall_allow_metadata(const char *bridge, const char *gateway, unsigned port,
                             struct sl_error *err)
 {
-    char port_text[16], to[80];
-    snprintf(port_text, sizeof(port_text), "%u", port);
-    snprintf(to, sizeof(to), "%s:%u", gateway, port);
-    const char *const nat_jump[] = { "-j", FIREWALL_METADATA_CHAIN, NULL };
-    const char *const dnat[] = { "-i",
-                                 bridge,
-                                 "-d",
-                                 FIREWALL_METADATA_ADDRESS "/32",
-                                 "-p",
-                                 "tcp",
-                                 "--dport",
-                                 "80",
-                                 "-j",
-                                 "DNAT",
-                                 "--to-destination",
-                                 to,
-                                 NULL };
-    const char *const accept[] = { "-i",          bridge,
-                                   "-d",          gateway,
-                                   "-p",          "tcp",
-                                   "--dport",     port_text,
-                                   "-m",          "conntrack",
-                                   "--ctstate",   "DNAT",
-                                   "--ctorigdst", FIREWALL_METADATA_ADDRESS,
-                                   "-j",          "ACCEPT",
-                                   NULL };
+    struct firewall_metadata_texts texts;
+    struct firewall_rule rules[FIREWALL_METADATA_RULES];
+    size_t n = firewall_metadata_rules(bridge, gateway, port, &texts, rules);
 
-    if (firewall_ensure(bridge, err) < 0 || ensure_nat_chain(FIREWALL_METADATA_CHAIN, err) < 0 ||
-        ensure_nat_rule(FIREWALL_METADATA_CHAIN, dnat, err) < 0 ||
-        ensure_nat_rule("PREROUTING", nat_jump, err) < 0 ||
-        ensure_rule(FIREWALL_INPUT_CHAIN, accept, true, err) < 0) {
+    if (firewall_ensure(bridge, err) < 0 || ensure_chain("nat", FIREWALL_METADATA_CHAIN, err) < 0 ||
+        ensure_rules(rules, n, err) < 0) {
         sl_error_prefix(err, "open the metadata endpoint on bridge '%s'", bridge);
         return -1;
     }
@@ -241,28 +237,45 @@ static void pin_body(struct sl_buf *b, const struct firewall_port *ports, size_t
     }
 }
 
+char *firewall_pin_script(const char *bridge, const struct firewall_port *ports, size_t n,
+                          char marker[static FIREWALL_PIN_MARKER_MAX], struct sl_error *err)
+{
+    if (!plain_name(bridge)) {
+        sl_fail(err, SL_E_INVALID, "invalid_option",
+                "bridge name '%s' may only have letters, digits and - _ .", bridge);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (port_valid(&ports[i], err) < 0)
+            return NULL;
+    }
+    cleanup_free char *table = xasprintf(FIREWALL_PIN_TABLE_PREFIX "%s", bridge);
+    struct sl_buf body, script;
+    sl_buf_init(&body);
+    sl_buf_init(&script);
+    pin_body(&body, ports, n);
+    char digest[SL_HASH_HEX_MAX];
+    sl_sha256_hex(body.data, body.len, digest);
+    snprintf(marker, FIREWALL_PIN_MARKER_MAX, "comment \"suanli-node %.16s\"", digest);
+    /* one transaction: no moment without the table or with half of it */
+    sl_buf_addf(&script, "add table bridge %s\ndelete table bridge %s\n", table, table);
+    sl_buf_addf(&script, "table bridge %s {\n\t%s\n%s}\n", table, marker, body.data);
+    sl_buf_release(&body);
+    return sl_buf_detach(&script, NULL);
+}
+
 int firewall_pin_ports(const char *bridge, const struct firewall_port *ports, size_t n,
                        enum firewall_pin_change *change, struct sl_error *err)
 {
     if (change)
         *change = FIREWALL_PIN_SAME;
-    if (!plain_name(bridge))
-        return sl_fail(err, SL_E_INVALID, "invalid_option",
-                       "bridge name '%s' may only have letters, digits and - _ .", bridge);
-    for (size_t i = 0; i < n; i++) {
-        if (port_valid(&ports[i], err) < 0)
-            return -1;
-    }
+    char comment[FIREWALL_PIN_MARKER_MAX];
+    cleanup_free char *script = firewall_pin_script(bridge, ports, n, comment, err);
+    if (!script)
+        return -1;
     cleanup_free char *table = xasprintf(FIREWALL_PIN_TABLE_PREFIX "%s", bridge);
-    struct sl_buf body, script, listing;
-    sl_buf_init(&body);
-    sl_buf_init(&script);
+    struct sl_buf listing;
     sl_buf_init(&listing);
-    pin_body(&body, ports, n);
-    char digest[SL_HASH_HEX_MAX];
-    sl_sha256_hex(body.data, body.len, digest);
-    digest[16] = '\0';
-    cleanup_free char *comment = xasprintf("comment \"suanli-node %s\"", digest);
 
     /* what the kernel has now: absent (status 1) or a table with a digest */
     const char *list[] = { "nft", "list", "table", "bridge", table, NULL };
@@ -282,14 +295,11 @@ int firewall_pin_ports(const char *bridge, const struct firewall_port *ports, si
         if (rc == 0 && change)
             *change = FIREWALL_PIN_REMOVED;
     } else if (n > 0 && !same) {
-        /* one transaction: no moment without the table or with half of it */
-        sl_buf_addf(&script, "add table bridge %s\ndelete table bridge %s\n", table, table);
-        sl_buf_addf(&script, "table bridge %s {\n\t%s\n%s}\n", table, comment, body.data);
         const char *load[] = { "nft", "-f", "-", NULL };
         struct sl_buf out;
         sl_buf_init(&out);
         struct sl_subprocess sp = {
-            .argv = load, .input = script.data, .input_len = script.len, .out = &out
+            .argv = load, .input = script, .input_len = strlen(script), .out = &out
         };
         rc = sl_subprocess_check(&sp, err);
         sl_buf_release(&out);
@@ -298,8 +308,6 @@ int firewall_pin_ports(const char *bridge, const struct firewall_port *ports, si
     } else {
         rc = 0;
     }
-    sl_buf_release(&body);
-    sl_buf_release(&script);
     sl_buf_release(&listing);
     if (rc < 0) {
         sl_error_prefix(err, "pin the instances' ports on bridge '%s'", bridge);

@@ -58,6 +58,26 @@
 #define FIREWALL_CLOUD_METADATA                                                                    \
     "169.254.0.0/16", "100.100.100.200/32", "168.63.129.16/32", "192.0.0.192/32"
 
+/* One iptables rule: its table ("filter" or "nat"), chain and words (NULL
+ * after the last); first: inserted at the top of the chain, else appended. */
+#define FIREWALL_RULE_WORDS 20
+struct firewall_rule {
+    const char *table;
+    const char *chain;
+    bool first;
+    const char *words[FIREWALL_RULE_WORDS];
+};
+
+#define FIREWALL_CLOUD_METADATA_COUNT                                                              \
+    (sizeof((const char *[]){ FIREWALL_CLOUD_METADATA }) / sizeof(const char *))
+#define FIREWALL_BRIDGE_RULES (4 + FIREWALL_CLOUD_METADATA_COUNT)
+
+/* The rules firewall_ensure makes sure of for bridge, in the order it adds
+ * them (the jumps to the SUANLI chains last); returns how many. The words
+ * point to bridge and to constants. */
+size_t firewall_bridge_rules(const char *bridge,
+                             struct firewall_rule out[static FIREWALL_BRIDGE_RULES]);
+
 /* Makes sure the chains, their jumps and bridge's rules exist, and that
  * IPv6 is off on the bridge (net.ipv6.conf.BR.disable_ipv6 = 1: the host
  * has no address there an instance could talk to). */
@@ -75,6 +95,22 @@ int firewall_ensure(const char *bridge, struct sl_error *err);
  * Idempotent; removed with the bridge by scripts/cleanup-host-net.sh. */
 int firewall_allow_metadata(const char *bridge, const char *gateway, unsigned port,
                             struct sl_error *err);
+
+/* The words of firewall_allow_metadata's rules that are made up. */
+struct firewall_metadata_texts {
+    char port[16]; /* PORT */
+    char to[80];   /* GATEWAY:PORT */
+};
+
+#define FIREWALL_METADATA_RULES 3
+
+/* The rules firewall_allow_metadata makes sure of (after firewall_ensure's),
+ * in order: the DNAT, the jump to it from PREROUTING, the ACCEPT first in
+ * SUANLI-INPUT; returns how many. The words point to bridge, gateway,
+ * texts (filled here) and constants. */
+size_t firewall_metadata_rules(const char *bridge, const char *gateway, unsigned port,
+                               struct firewall_metadata_texts *texts,
+                               struct firewall_rule out[static FIREWALL_METADATA_RULES]);
 
 /* Marks host_veth (a port of the instance bridge) isolated. */
 int firewall_isolate_port(const char *host_veth, struct sl_error *err);
@@ -106,5 +142,15 @@ enum firewall_pin_change {
  * nft is SL_E_UNAVAILABLE. change (may be NULL) says what it did. */
 int firewall_pin_ports(const char *bridge, const struct firewall_port *ports, size_t n,
                        enum firewall_pin_change *change, struct sl_error *err);
+
+#define FIREWALL_PIN_MARKER_MAX 64
+
+/* The nft script firewall_pin_ports loads: the table replaced whole in one
+ * transaction (add, delete, then the table with one chain per port). marker
+ * gets the table's comment line, which carries a digest of the chains and
+ * which `nft list table` shows as written. NULL (SL_E_INVALID) when bridge
+ * or a port is not plain names and addresses; the caller frees the text. */
+char *firewall_pin_script(const char *bridge, const struct firewall_port *ports, size_t n,
+                          char marker[static FIREWALL_PIN_MARKER_MAX], struct sl_error *err);
 
 #endif

@@ -82,11 +82,3 @@ int gpu_sim_open(const char *spec, struct gpu_source *src, struct sl_error *err)
     src->state = s;
     return 0;
 }
-
-void gpu_source_release(struct gpu_source *src)
-{
-    if (src->ops && src->ops->release)
-        src->ops->release(src->state);
-    src->ops = NULL;
-    src->state = NULL;
-}

@@ -64,7 +64,20 @@ struct gpu_source {
     void *state;
 };
 
-/* "8:RTX 4090" (COUNT:CATALOG NAME) gives COUNT simulated GPUs of that
+/* Opens the GPU source called name, from the table in gpu.c: "nvml" (arg
+ * NULL or empty: the host's NVIDIA GPUs) or "simulated" (arg COUNT:MODEL,
+ * see gpu_sim_open). Any other name fails with SL_E_INVALID and a message
+ * that lists the sources. src is released with gpu_source_release(). */
+int gpu_source_open(const char *name, const char *arg, struct gpu_source *src,
+                    struct sl_error *err);
+
+/* The ops' name ("nvml", "simulated"), or "none" before a source is open. */
+const char *gpu_source_name(const struct gpu_source *src);
+
+/* The sources themselves; callers outside node/gpu*.c and the tests go
+ * through gpu_source_open.
+ *
+ * "8:RTX 4090" (COUNT:CATALOG NAME) gives COUNT simulated GPUs of that
  * model; fails with a message that says the format. */
 int gpu_sim_open(const char *spec, struct gpu_source *src, struct sl_error *err);
 

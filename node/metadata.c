@@ -3,7 +3,7 @@
 #include "firewall.h"
 #include "fsutil.h"
 
-#include "../cli/client.h"
+#include "../lib/client.h"
 #include "../lib/cleanup.h"
 #include "../lib/conn-guard.h"
 #include "../lib/json.h"
@@ -124,13 +124,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                     "an instance may only ask about itself: use GET / or POST /stop");
 
     struct sl_error err = SL_ERROR_INIT;
-    struct client c;
+    struct sl_client c;
     json_t *out = NULL;
     cleanup_free char *path =
         xasprintf("/v1/nodes/%s/instances/%s/%s", m->cfg.node_id, id, stop ? "stop" : "metadata");
-    client_init(&c, m->cfg.server, m->cfg.node_token); /* one per request: MHD threads */
-    int rc = client_request(&c, stop ? "POST" : "GET", path, NULL, NULL, &out, &err);
-    client_release(&c);
+    sl_client_init(&c, m->cfg.server, m->cfg.node_token); /* one per request: MHD threads */
+    int rc = sl_client_request(&c, stop ? "POST" : "GET", path, NULL, NULL, &out, &err);
+    sl_client_release(&c);
     if (rc < 0) {
         log_warn("metadata: %s %s for %s: %s", method, url, id, err.message);
         return fail(conn, (unsigned)sl_error_http_status(err.kind),

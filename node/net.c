@@ -125,7 +125,7 @@ static int netns_remove(const char *path, struct sl_error *err)
     return 0;
 }
 
-static json_t *plugin_list(const struct net_config *cfg, unsigned host_port)
+json_t *net_cni_plugins(const struct net_config *cfg, unsigned host_port)
 {
     cleanup_free char *ipam_dir = xasprintf("%s/ipam", cfg->state_dir);
     json_t *bridge = json_pack("{s:s, s:s, s:b, s:b, s:b, s:{s:s, s:[[{s:s}]], s:[{s:s}], s:s}}",
@@ -182,7 +182,7 @@ static int run_plugin(const struct net_config *cfg, const char *command, const c
     return rc == 0 ? 0 : -1;
 }
 
-static json_t *plugin_conf(json_t *plugin, json_t *prev)
+json_t *net_cni_conf(json_t *plugin, json_t *prev)
 {
     json_t *conf = json_deep_copy(plugin);
     json_object_set_new(conf, "cniVersion", json_string(CNI_VERSION));
@@ -198,10 +198,9 @@ static char *result_path(const struct net_config *cfg, const char *id)
 }
 
 /* The bridge plugin's masquerade rules of an instance: a nat chain named
- * from the network and container names (its utils.FormatChainName: "CNI-"
- * and the first 24 hex digits of SHA-512(name + id)) and a POSTROUTING
+ * from the network and container names (net_masq_chain) and a POSTROUTING
  * rule per address jumping to it. */
-static void masq_chain_name(const char *id, char chain[static 29])
+void net_masq_chain(const char *id, char chain[static NET_MASQ_CHAIN_MAX])
 {
     cleanup_free char *key = xasprintf("%ssuanli-%s", NETWORK_NAME, id);
     unsigned char hash[crypto_hash_sha512_BYTES];
@@ -217,11 +216,11 @@ static void masq_chain_name(const char *id, char chain[static 29])
  * rules are removed here from the cached result. Missing rules are fine. */
 static void masq_teardown(const char *id, json_t *result)
 {
-    char chain[29];
+    char chain[NET_MASQ_CHAIN_MAX];
     size_t i;
     json_t *ip;
 
-    masq_chain_name(id, chain);
+    net_masq_chain(id, chain);
     cleanup_free char *comment = xasprintf("name: \"%s\" id: \"suanli-%s\"", NETWORK_NAME, id);
     json_array_foreach(json_object_get(result, "ips"), i, ip)
     {
@@ -250,10 +249,10 @@ static int chain_del(const struct net_config *cfg, const char *id, const char *n
     cleanup_free char *cache = result_path(cfg, id);
     json_error_t jerr;
     cleanup_json json_t *prev = known ? json_incref(known) : json_load_file(cache, 0, &jerr);
-    cleanup_json json_t *plugins = plugin_list(cfg, host_port);
+    cleanup_json json_t *plugins = net_cni_plugins(cfg, host_port);
     int rc = 0;
     for (size_t i = json_array_size(plugins); i-- > 0;) {
-        cleanup_json json_t *conf = plugin_conf(json_array_get(plugins, i), prev);
+        cleanup_json json_t *conf = net_cni_conf(json_array_get(plugins, i), prev);
         struct sl_buf out;
         sl_buf_init(&out);
         struct sl_error e = SL_ERROR_INIT;
@@ -270,7 +269,7 @@ static int chain_del(const struct net_config *cfg, const char *id, const char *n
     return rc;
 }
 
-static void first_ip(json_t *result, struct net_attachment *out)
+void net_result_address(json_t *result, struct net_attachment *out)
 {
     json_t *ip = json_array_get(json_object_get(result, "ips"), 0);
     const char *addr = json_string_value(json_object_get(ip, "address"));
@@ -299,11 +298,8 @@ static int isolate(const struct net_config *cfg, json_t *result, struct sl_error
     return firewall_ensure(cfg->bridge, err);
 }
 
-/* The instance's port from its ADD result: the host-side veth (outside any
- * sandbox, not the bridge), the MAC of the interface inside, and the
- * address on that interface (else the first). False when one is missing. */
-static bool result_port(const struct net_config *cfg, const char *id, json_t *result,
-                        struct firewall_port *port)
+bool net_result_port(const struct net_config *cfg, const char *id, json_t *result,
+                     struct firewall_port *port)
 {
     json_t *ifaces = json_object_get(result, "interfaces");
     json_t *iface, *ip;
@@ -364,7 +360,7 @@ int net_pin(const struct net_config *cfg, struct sl_error *err)
             cap = cap ? 2 * cap : 16;
             ports = xrealloc(ports, cap * sizeof(*ports));
         }
-        if (result && result_port(cfg, id, result, &ports[n]))
+        if (result && net_result_port(cfg, id, result, &ports[n]))
             n++;
         else if (!unreadable)
             unreadable = xstrdup(path);
@@ -404,7 +400,7 @@ int net_attach(const struct net_config *cfg, const char *id, unsigned host_port,
 
     cleanup_json json_t *loopback =
         json_pack("{s:s, s:s, s:s}", "cniVersion", CNI_VERSION, "name", "lo", "type", "loopback");
-    cleanup_json json_t *plugins = plugin_list(cfg, host_port);
+    cleanup_json json_t *plugins = net_cni_plugins(cfg, host_port);
     cleanup_json json_t *prev = NULL;
     cleanup_free char *cache = result_path(cfg, id);
     struct sl_buf res;
@@ -412,7 +408,7 @@ int net_attach(const struct net_config *cfg, const char *id, unsigned host_port,
     if (run_plugin(cfg, "ADD", id, netns, "lo", loopback, &res, err) < 0)
         goto fail;
     for (size_t i = 0; i < json_array_size(plugins); i++) {
-        cleanup_json json_t *conf = plugin_conf(json_array_get(plugins, i), prev);
+        cleanup_json json_t *conf = net_cni_conf(json_array_get(plugins, i), prev);
         sl_buf_reset(&res);
         if (run_plugin(cfg, "ADD", id, netns, "eth0", conf, &res, err) < 0)
             goto fail;
@@ -432,7 +428,7 @@ int net_attach(const struct net_config *cfg, const char *id, unsigned host_port,
             goto fail;
     }
     sl_buf_release(&res);
-    first_ip(prev, out);
+    net_result_address(prev, out);
     if (!out->ip[0])
         sl_fail(err, SL_E_INTERNAL, "network_failed", "CNI gave '%s' no address", id);
     if (!out->ip[0] || isolate(cfg, prev, err) < 0 || net_pin(cfg, err) < 0) {
@@ -499,7 +495,7 @@ bool net_address(const struct net_config *cfg, const char *id, char *ip, size_t 
     cleanup_json json_t *result = json_load_file(cache, 0, &jerr);
     if (!result)
         return false;
-    first_ip(result, &a);
+    net_result_address(result, &a);
     if (!a.ip[0] || strlen(a.ip) >= size)
         return false;
     snprintf(ip, size, "%s", a.ip);

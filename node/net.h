@@ -14,6 +14,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <jansson.h>
+
+#include "firewall.h"
 #include "../lib/error.h"
 
 struct net_config {
@@ -65,5 +68,36 @@ int net_pin(const struct net_config *cfg, struct sl_error *err);
  * cached ADD result, into ip (size bytes); false when there is none. Reads
  * one small file: cheap enough for every pass of the agent. */
 bool net_address(const struct net_config *cfg, const char *id, char *ip, size_t size);
+
+/* The pure parts of the above, for tests. */
+
+/* The plugin list an instance's eth0 is added with, in order: bridge (the
+ * gateway, masquerade, host-local addresses from subnet kept under
+ * state_dir/ipam), portmap (host_port, TCP, to port 22 inside; snat) and
+ * firewall (iptables). A new reference. */
+json_t *net_cni_plugins(const struct net_config *cfg, unsigned host_port);
+
+/* What one plugin of the list reads on stdin: plugin with the CNI version,
+ * the network's name and, when prev is not NULL, prev as prevResult. A new
+ * reference. */
+json_t *net_cni_conf(json_t *plugin, json_t *prev);
+
+/* The address (without its prefix) and gateway of a CNI result's first IP
+ * into out->ip and out->gateway; each is left as it was when missing. */
+void net_result_address(json_t *result, struct net_attachment *out);
+
+/* The instance's port from its ADD result: the host-side veth (outside any
+ * sandbox, not the bridge), the MAC of the interface inside, and the IPv4
+ * address on that interface (else the first IPv4). False when one is
+ * missing. */
+bool net_result_port(const struct net_config *cfg, const char *id, json_t *result,
+                     struct firewall_port *port);
+
+/* The name of the bridge plugin's masquerade chain of an instance (its
+ * utils.FormatChainName: "CNI-" and the first 24 hex digits of
+ * SHA-512(network name + container id)), which DEL cannot find without the
+ * namespace. */
+#define NET_MASQ_CHAIN_MAX 29
+void net_masq_chain(const char *id, char chain[static NET_MASQ_CHAIN_MAX]);
 
 #endif

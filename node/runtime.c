@@ -1,7 +1,62 @@
+/* The runtimes by name (runtime_open), as crun picks its cgroup manager from
+ * a table in get_cgroup_manager(), and what every runtime does alike:
+ * status names, and stopping a container with a grace period. */
 #include "runtime.h"
 
+#include "../lib/cleanup.h"
+
 #include <signal.h>
+#include <string.h>
 #include <time.h>
+
+static const struct runtime_ops *const runtimes[] = {
+    &runtime_runc_ops,
+    &runtime_crun_ops,
+};
+
+static const struct runtime_ops *runtime_find(const char *name, size_t len)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(runtimes); i++)
+        if (strlen(runtimes[i]->name) == len && strncmp(name, runtimes[i]->name, len) == 0)
+            return runtimes[i];
+    return NULL;
+}
+
+/* The runtime a binary's file name names: NAME, or NAME-SOMETHING. */
+static const struct runtime_ops *runtime_of_binary(const char *path)
+{
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+
+    for (size_t i = 0; i < ARRAY_SIZE(runtimes); i++) {
+        size_t n = strlen(runtimes[i]->name);
+        if (strncmp(base, runtimes[i]->name, n) == 0 && (base[n] == '\0' || base[n] == '-'))
+            return runtimes[i];
+    }
+    return NULL;
+}
+
+int runtime_open(const char *spec, const char *root, struct runtime *rt, struct sl_error *err)
+{
+    const char *colon = strchr(spec, ':');
+    const struct runtime_ops *ops = NULL;
+    const char *binary = spec;
+
+    if (colon && !memchr(spec, '/', (size_t)(colon - spec))) {
+        ops = runtime_find(spec, (size_t)(colon - spec));
+        binary = colon + 1;
+    } else if (strchr(spec, '/')) {
+        ops = runtime_of_binary(spec);
+    } else {
+        ops = runtime_find(spec, strlen(spec));
+    }
+    if (!ops || !binary[0])
+        return sl_fail(err, SL_E_INVALID, "invalid_config",
+                       "no runtime '%.200s': use runc or crun, NAME:PATH for a binary elsewhere "
+                       "(runc:/opt/bin/runc-debug), or a PATH whose file name is the runtime's",
+                       spec);
+    *rt = (struct runtime){ .ops = ops, .binary = binary, .root = root };
+    return 0;
+}
 
 static const char *const status_names[] = {
     [RUNTIME_ABSENT] = "absent",   [RUNTIME_CREATING] = "creating", [RUNTIME_CREATED] = "created",

@@ -1,6 +1,7 @@
-/* OCI runtimes behind one ops table (STYLE.md section 4): runc today, crun
- * later. A runtime keeps its own state under `root`; containers are named by
- * instance id. */
+/* OCI runtimes behind one ops table (STYLE.md section 4): runc and crun,
+ * chosen by name from a table (runtime.c) the way crun picks its cgroup
+ * manager. A runtime keeps its own state under `root`; containers are named
+ * by instance id. */
 #ifndef SL_NODE_RUNTIME_H
 #define SL_NODE_RUNTIME_H
 
@@ -50,6 +51,18 @@ struct runtime {
 };
 
 extern const struct runtime_ops runtime_runc_ops;
+extern const struct runtime_ops runtime_crun_ops;
+
+/* Fills rt with the runtime spec names, from the table in runtime.c:
+ *   "NAME"       runc or crun, its binary found in PATH;
+ *   "NAME:PATH"  that runtime's command line, the binary at PATH (a wrapper
+ *                or a runtime installed elsewhere);
+ *   "PATH"       the runtime PATH's file name names: "runc", or "runc-"
+ *                and more (a wrapper named after what it wraps).
+ * Anything else fails with SL_E_INVALID, code "invalid_config", and a
+ * message that lists the runtimes and the forms. rt keeps pointers into
+ * spec and root: both must outlive it. */
+int runtime_open(const char *spec, const char *root, struct runtime *rt, struct sl_error *err);
 
 const char *runtime_status_name(enum runtime_status s);
 

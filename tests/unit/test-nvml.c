@@ -198,3 +198,38 @@ TEST(simulated_usage_is_idle)
     CHECK_EQ_INT(u[1].n_procs, 0);
     gpu_source_release(&src);
 }
+
+/* gpu.c's table: each source by its name, its argument checked, an unknown
+ * name refused with the list of sources. */
+TEST(source_chosen_by_name)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    struct gpu_source src = { 0 };
+    struct gpu_inventory inv;
+
+    CHECK_STR(gpu_source_name(&src), "none");
+    if (!CHECK_EQ_INT(gpu_source_open("simulated", "3:RTX 3090", &src, &err), 0))
+        return;
+    CHECK_STR(gpu_source_name(&src), "simulated");
+    CHECK_EQ_INT(src.ops->inventory(src.state, &inv, &err), 0);
+    CHECK_EQ_INT(inv.n, 3);
+    CHECK_STR(inv.gpus[2].name, "RTX 3090");
+    CHECK(inv.gpus[2].simulated);
+    gpu_source_release(&src);
+    CHECK_STR(gpu_source_name(&src), "none");
+
+    /* the simulated source's own format message, not a generic one */
+    CHECK_EQ_INT(gpu_source_open("simulated", NULL, &src, &err), -1);
+    CHECK_STR(err.code, "invalid_config");
+    CHECK_CONTAINS(err.message, "COUNT:MODEL");
+    sl_error_clear(&err);
+    CHECK_EQ_INT(gpu_source_open("nvml", "2:RTX 4090", &src, &err), -1);
+    CHECK_CONTAINS(err.message, "takes no argument");
+    sl_error_clear(&err);
+    CHECK_EQ_INT(gpu_source_open("rocm", NULL, &src, &err), -1);
+    CHECK_EQ_INT(err.kind, SL_E_INVALID);
+    CHECK_CONTAINS(err.message, "no GPU source 'rocm'");
+    CHECK_CONTAINS(err.message, "nvml");
+    CHECK_CONTAINS(err.message, "simulated");
+    CHECK(src.ops == NULL);
+}

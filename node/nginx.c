@@ -1,4 +1,4 @@
-#include "proxy.h"
+#include "nginx.h"
 #include "fsutil.h"
 #include "../lib/buf.h"
 #include "../lib/cleanup.h"

@@ -1,5 +1,7 @@
-/* The node's HTTP edge for service ports (DESIGN.md section 5): an nginx the
- * agent runs as its own child, with its own prefix under DATA/proxy, routing
+/* The service ports' proxy, which is nginx: its configuration (proxy_config)
+ * and its process (proxy_sync, proxy_stop). The node's HTTP edge for service
+ * ports (DESIGN.md section 5) is an nginx the agent runs as its own child,
+ * with its own prefix under DATA/proxy, routing
  * http://{instance}-{port}.{domain}/ by host to the instance's bridge address
  * and asking suanlid (GET /v1/nodes/{id}/proxy/auth with the node's token,
  * nginx auth_request) whether each request may pass and what of it the
@@ -13,8 +15,8 @@
  *
  * The configuration is written and nginx reloaded (SIGHUP) only when the
  * text changes; a dead nginx is started again (at most every few seconds). */
-#ifndef SL_NODE_PROXY_H
-#define SL_NODE_PROXY_H
+#ifndef SL_NODE_NGINX_H
+#define SL_NODE_NGINX_H
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -9,19 +9,23 @@
  * Needs root, runc, the CNI plugins, e2fsprogs and openssh-client.
  *   SUANLI_BASE_TAR   the rootfs tarball (default /var/tmp/suanli-img/base.tar)
  *   SUANLI_SMOKE_DIR  the node data dir (default /var/tmp/suanli-node-test)
+ *   SUANLI_SMOKE_BRIDGE, SUANLI_SMOKE_SUBNET  the instances' bridge and its
+ *                     subnet (default suanli0, 10.88.0.0/16): a run of its own
+ *                     beside other tests that use the defaults
  *   SUANLI_SMOKE_BUILD=1  build the image with mmdebstrap from the host's apt
  *                     sources instead of importing the tarball (minutes) */
-#include "boot.h"
-#include "image.h"
-#include "instance.h"
-#include "net.h"
-#include "runtime.h"
-#include "../lib/buf.h"
-#include "../lib/cleanup.h"
-#include "../lib/crypto.h"
-#include "../lib/id.h"
-#include "../lib/subprocess.h"
-#include "../lib/xalloc.h"
+#include "../../node/boot.h"
+#include "../../node/image.h"
+#include "../../node/instance.h"
+#include "../../node/net.h"
+#include "../../node/runtime.h"
+#include "../../lib/buf.h"
+#include "../../lib/cleanup.h"
+#include "../../lib/crypto.h"
+#include "../../lib/id.h"
+#include "../../lib/netaddr.h"
+#include "../../lib/subprocess.h"
+#include "../../lib/xalloc.h"
 
 #include <arpa/inet.h>
 #include <crypt.h>
@@ -43,6 +47,9 @@
 #define BANNER_WAIT_S 60
 
 static int failures;
+/* the instances' bridge and its subnet (SUANLI_SMOKE_BRIDGE, _SUBNET) */
+static const char *bridge = "suanli0";
+static const char *subnet = "10.88.0.0/16";
 
 static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void check(int ok, const char *fmt, ...)
@@ -197,17 +204,19 @@ static bool host_address(char *out, size_t size)
     sl_buf_init(&buf);
     struct sl_error err = SL_ERROR_INIT;
     const char *argv[] = { "hostname", "-I", NULL };
+    struct sl_net_list on_bridge = { 0 };
     bool ok = false;
-    if (sl_run(argv, &buf, &err) == 0) {
+    if (sl_net_list_parse(subnet, &on_bridge, &err) == 0 && sl_run(argv, &buf, &err) == 0) {
         char *save = NULL;
         for (char *w = strtok_r(buf.data, " \n", &save); w; w = strtok_r(NULL, " \n", &save)) {
-            if (strchr(w, ':') || strncmp(w, "10.88.", 6) == 0 || strncmp(w, "127.", 4) == 0)
+            if (strchr(w, ':') || sl_net_list_has_text(&on_bridge, w) || strncmp(w, "127.", 4) == 0)
                 continue;
             snprintf(out, size, "%s", w);
             ok = true;
             break;
         }
     }
+    sl_net_list_release(&on_bridge);
     sl_buf_release(&buf);
     return ok;
 }
@@ -325,7 +334,7 @@ static int count_veths(void)
     struct sl_buf out;
     sl_buf_init(&out);
     struct sl_error err = SL_ERROR_INIT;
-    const char *argv[] = { "ip", "-o", "link", "show", "master", "suanli0", "type", "veth", NULL };
+    const char *argv[] = { "ip", "-o", "link", "show", "master", bridge, "type", "veth", NULL };
     sl_run(argv, &out, &err);
     int n = 0;
     for (const char *p = out.data; (p = strchr(p, '\n')); p++)
@@ -353,6 +362,10 @@ int main(void)
         getenv("SUANLI_BASE_TAR") ? getenv("SUANLI_BASE_TAR") : "/var/tmp/suanli-img/base.tar";
     const char *data_dir =
         getenv("SUANLI_SMOKE_DIR") ? getenv("SUANLI_SMOKE_DIR") : "/var/tmp/suanli-node-test";
+    if (getenv("SUANLI_SMOKE_BRIDGE"))
+        bridge = getenv("SUANLI_SMOKE_BRIDGE");
+    if (getenv("SUANLI_SMOKE_SUBNET"))
+        subnet = getenv("SUANLI_SMOKE_SUBNET");
     struct sl_error err = SL_ERROR_INIT;
     die_on(sl_crypto_init(&err), &err, "crypto");
     mkdir(data_dir, 0700);
@@ -363,10 +376,9 @@ int main(void)
     cleanup_free char *runc_root = xasprintf("%s/runc", data_dir);
     cleanup_free char *net_state = xasprintf("%s/net", data_dir);
     struct runtime rt = { .ops = &runtime_runc_ops, .binary = "runc", .root = runc_root };
-    struct net_config net = { .cni_path = "/usr/lib/cni",
-                              .bridge = "suanli0",
-                              .subnet = "10.88.0.0/16",
-                              .state_dir = net_state };
+    struct net_config net = {
+        .cni_path = "/usr/lib/cni", .bridge = bridge, .subnet = subnet, .state_dir = net_state
+    };
     struct node_host host = { .data_dir = data_dir, .runtime = &rt, .net = &net };
 
     cleanup_free char *keydir = xasprintf("%s/smoke-keys/%s", data_dir, id);

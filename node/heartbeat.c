@@ -1,0 +1,37 @@
+/* The heartbeat: what the host has, posted to suanlid after every pass
+ * that acted and at the interval suanlid asks for otherwise. */
+#include "agent-internal.h"
+#include "activity.h"
+#include "inventory.h"
+#include "../lib/cleanup.h"
+#include "../lib/json.h"
+#include "../lib/xalloc.h"
+
+int agent_heartbeat(struct agent *a, json_t *desired, struct sl_error *err)
+{
+    cleanup_json json_t *inv = inventory_json(&a->gpus, a->cfg->data_dir, AGENT_VERSION, err);
+    cleanup_json json_t *report = json_array();
+    cleanup_json json_t *out = NULL;
+    size_t i;
+    json_t *d;
+
+    if (!inv)
+        return -1;
+    json_array_foreach(json_object_get(desired, "instances"), i, d)
+    {
+        json_array_append_new(report, agent_instance_report(a, d));
+    }
+    cleanup_json json_t *body =
+        json_pack("{s:O, s:I, s:O, s:o}", "inventory", inv, "revision", (json_int_t)a->revision,
+                  "instances", report, "images", agent_images_report(a));
+    /* for the idle stop: SSH sessions and GPU use of what runs */
+    json_object_set_new(body, "activity",
+                        activity_report(&a->rt, &a->gpus, json_object_get(desired, "instances")));
+    cleanup_free char *path = xasprintf("/v1/nodes/%s/heartbeat", a->node_id);
+    if (sl_client_request(&a->client, "POST", path, body, NULL, &out, err) < 0)
+        return -1;
+    int64_t hb = json_integer_value(json_object_get(out, "heartbeat_interval_seconds"));
+    if (hb > 0)
+        a->heartbeat_s = hb;
+    return 0;
+}
