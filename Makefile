@@ -23,7 +23,7 @@ UNIT_SRC    := $(wildcard tests/unit/test-*.c)
 
 LIB_OBJ     := $(LIB_SRC:%.c=$(BUILD)/%.o)
 SERVER_OBJ  := $(SERVER_SRC:%.c=$(BUILD)/%.o)
-CLI_OBJ     := $(CLI_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ     := $(filter-out $(BUILD)/cli/main.o,$(CLI_SRC:%.c=$(BUILD)/%.o))
 UNIT_BIN    := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
 .PHONY: all deps run test unit asan-unit fuzz-smoke integration format check-format bench \
@@ -45,13 +45,16 @@ $(BUILD)/libsuanlid.a: $(SERVER_OBJ)
 $(BUILD)/suanlid: $(BUILD)/server/main.o $(BUILD)/libsuanlid.a $(BUILD)/libsuanli.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
-$(BUILD)/suanli: $(CLI_OBJ) $(BUILD)/libsuanli.a
+$(BUILD)/libsuanli-cli.a: $(CLI_OBJ)
+	ar rcs $@ $^
+
+$(BUILD)/suanli: $(BUILD)/cli/main.o $(BUILD)/libsuanli-cli.a $(BUILD)/libsuanli.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
-# Unit tests link the server's and the node's libraries (node.mk): an archive
-# only brings in what a test uses.
+# Unit tests link the server's, the node's (node.mk) and the CLI's libraries:
+# an archive only brings in what a test uses.
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/tests/unit/harness.o $(BUILD)/libsuanlid.a \
-                  $(BUILD)/libsuanli-node.a $(BUILD)/libsuanli.a
+                  $(BUILD)/libsuanli-node.a $(BUILD)/libsuanli-cli.a $(BUILD)/libsuanli.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
@@ -86,18 +89,22 @@ fuzz-smoke:
 integration: all
 	@scripts/integration.sh
 
+# One line per suite (scripts/suite.sh); each suite's output is in
+# $(BUILD)/test-logs/SUITE.log, and printed in full when it fails.
+SUITE = scripts/suite.sh $(BUILD)/test-logs
+
 test:
 	@scripts/deps.sh test
-	@$(MAKE) --no-print-directory check-format
-	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory unit
-	@$(MAKE) --no-print-directory asan-unit
-	@$(MAKE) --no-print-directory fuzz-smoke
-	@$(MAKE) --no-print-directory node-smoke
-	@$(MAKE) --no-print-directory integration
+	@$(SUITE) format $(MAKE) --no-print-directory check-format
+	@$(SUITE) build $(MAKE) --no-print-directory all
+	@$(SUITE) unit $(MAKE) --no-print-directory unit
+	@$(SUITE) asan-unit $(MAKE) --no-print-directory asan-unit
+	@$(SUITE) fuzz $(MAKE) --no-print-directory fuzz-smoke
+	@$(SUITE) node-smoke $(MAKE) --no-print-directory node-smoke
+	@$(SUITE) integration $(MAKE) --no-print-directory integration
 
 FORMAT_FILES = $(wildcard lib/*.[ch] server/*.[ch] cli/*.[ch] node/*.[ch] tests/unit/*.[ch] \
-                           tests/unit/fake-nvml/*.c tests/fuzz/*.c)
+                           tests/unit/fake-nvml/*.c tests/fuzz/*.c tests/smoke/*.c)
 
 format:
 	clang-format -i $(FORMAT_FILES)
@@ -111,6 +118,7 @@ bench:
 	@bench/api.sh
 	@bench/instances.py
 	@bench/cycles.py
+	@bench/settle.sh
 
 install: all
 	install -m 0755 $(BUILD)/suanlid $(BUILD)/suanli /usr/local/bin/

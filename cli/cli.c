@@ -1,21 +1,18 @@
-/* Helpers every command shares: errors and exit statuses, option parsing,
- * passwords, and resolving a user given by email. */
+/* Helpers every command shares: errors and exit statuses, values given as
+ * arguments, passwords, and finding a user by email and an instance by id
+ * or name. */
 #include "cli.h"
 
 #include "../lib/cleanup.h"
 #include "../lib/json.h"
-#include "../lib/money.h"
 #include "../lib/xalloc.h"
 
-#include <ctype.h>
-#include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <termios.h>
-#include <time.h>
 #include <unistd.h>
 
 int cli_usage_error(struct cli *cli, const char *fmt, ...)
@@ -27,9 +24,10 @@ int cli_usage_error(struct cli *cli, const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
-    if (cli && cli->cmd)
-        fprintf(stderr, "usage: suanli %s%s%s\n", cli->cmd->name, cli->cmd->usage[0] ? " " : "",
-                cli->cmd->usage);
+    if (cli && cli->cmd) {
+        cleanup_free char *usage = cli_usage(cli->cmd);
+        fprintf(stderr, "usage: suanli %s\n", usage);
+    }
     return CLI_EXIT_USAGE;
 }
 
@@ -88,70 +86,15 @@ int cli_set_output(struct cli *cli, const char *text)
     return 0;
 }
 
-#define MAX_OPTIONS 32
-
-int cli_getopt(struct cli *cli, int argc, char **argv, const struct option *longopts)
-{
-    struct option all[MAX_OPTIONS + 2];
-    size_t n = 0;
-    int c;
-
-    for (; longopts[n].name; n++) {
-        if (n == MAX_OPTIONS) {
-            fprintf(stderr, "suanli: BUG: '%s' has more than %d options\n", argv[0], MAX_OPTIONS);
-            abort();
-        }
-        all[n] = longopts[n];
-    }
-    all[n++] = (struct option){ "output", required_argument, NULL, 'o' };
-    all[n] = (struct option){ 0 };
-    /* a leading ':' reports a missing argument as ':' so we can word it */
-    while ((c = getopt_long(argc, argv, ":o:", all, NULL)) == 'o')
-        if (cli_set_output(cli, optarg) < 0)
-            return '?';
-    if (c == ':') {
-        fprintf(stderr, "suanli: option '%s' needs a value\n", argv[optind - 1]);
-        return '?';
-    }
-    if (c == '?') {
-        fprintf(stderr, "suanli: unknown option '%s'\n", argv[optind - 1]);
-        return '?';
-    }
-    return c;
-}
-
-int cli_no_args(struct cli *cli, int argc, char **argv)
-{
-    static const struct option none[] = { { 0 } };
-
-    if (cli_getopt(cli, argc, argv, none) != -1)
-        return cli_usage_error(cli, "'%s' takes no options", cli->cmd->name);
-    return cli_positionals(cli, argc, argv, 0);
-}
-
-int cli_positionals(struct cli *cli, int argc, char **argv, int n)
-{
-    if (argc - optind < n)
-        return cli_usage_error(cli, "missing argument");
-    if (argc - optind > n)
-        return cli_usage_error(cli, "unexpected argument '%s'", argv[optind + n]);
-    return CLI_EXIT_OK;
-}
-
 int cli_parse_int(struct cli *cli, const char *what, const char *text, int64_t min, int64_t max,
                   int64_t *out)
 {
-    char *end;
-    long long v;
+    struct sl_error err = SL_ERROR_INIT;
 
-    errno = 0;
-    v = strtoll(text, &end, 10);
-    if (errno || end == text || *end || v < min || v > max) {
-        cli_usage_error(cli, "%s must be a whole number from %lld to %lld, not '%s'", what,
-                        (long long)min, (long long)max, text);
+    if (cli_check_int(what, text, min, max, out, &err) < 0) {
+        cli_usage_error(cli, "%s", err.message);
         return -1;
     }
-    *out = v;
     return 0;
 }
 
@@ -159,37 +102,8 @@ int cli_parse_amount(struct cli *cli, const char *what, const char *text, int64_
 {
     struct sl_error err = SL_ERROR_INIT;
 
-    if (sl_money_parse(text, out, &err) < 0) {
-        cli_usage_error(cli, "%s: %s", what, err.message);
-        return -1;
-    }
-    return 0;
-}
-
-int cli_check_date(struct cli *cli, const char *what, const char *text, size_t len)
-{
-    const char *example = len == 7 ? "YYYY-MM, such as 2026-11" : "YYYY-MM-DD, such as 2026-11-30";
-    struct tm tm = { 0 };
-    int y, m, d = 1;
-
-    /* the digits and dashes first, then the calendar: 2026-02-30 is no day */
-    bool shaped = strlen(text) == len;
-    for (size_t i = 0; shaped && i < len; i++)
-        shaped = i == 4 || i == 7 ? text[i] == '-' : isdigit((unsigned char)text[i]);
-    if (shaped)
-        shaped = len == 7 ? sscanf(text, "%4d-%2d", &y, &m) == 2
-                          : sscanf(text, "%4d-%2d-%2d", &y, &m, &d) == 3;
-    if (shaped) {
-        tm.tm_year = y - 1900;
-        tm.tm_mon = m - 1;
-        tm.tm_mday = d;
-        time_t t = timegm(&tm);
-        struct tm back;
-        shaped = y >= 1970 && gmtime_r(&t, &back) && back.tm_year == y - 1900 &&
-                 back.tm_mon == m - 1 && back.tm_mday == d;
-    }
-    if (!shaped) {
-        cli_usage_error(cli, "%s must be %s, not '%s'", what, example, text);
+    if (cli_check_amount(what, text, out, &err) < 0) {
+        cli_usage_error(cli, "%s", err.message);
         return -1;
     }
     return 0;
@@ -279,10 +193,10 @@ char *cli_resolve_user(struct cli *cli, const char *user, struct sl_error *err)
 {
     if (!strchr(user, '@'))
         return xstrdup(user);
-    cleanup_free char *email = client_escape(user);
+    cleanup_free char *email = sl_client_escape(user);
     cleanup_free char *path = xasprintf("/v1/admin/users?email=%s", email);
     cleanup_json json_t *page = NULL;
-    if (client_request(&cli->client, "GET", path, NULL, NULL, &page, err) < 0)
+    if (sl_client_request(&cli->client, "GET", path, NULL, NULL, &page, err) < 0)
         return NULL;
     const char *id = jstr(json_array_get(json_object_get(page, "items"), 0), "id");
     if (!id) {
@@ -293,33 +207,90 @@ char *cli_resolve_user(struct cli *cli, const char *user, struct sl_error *err)
     return xstrdup(id);
 }
 
-int cli_remove_one(struct cli *cli, int argc, char **argv, const char *collection, const char *noun)
+int cli_remove_one(struct cli *cli, const struct cli_args *a, const char *collection,
+                   const char *noun)
 {
-    static const struct option none[] = { { 0 } };
     struct sl_error err = SL_ERROR_INIT;
     int status;
 
-    if (cli_getopt(cli, argc, argv, none) != -1)
-        return cli_usage_error(cli, "bad option");
-    if ((status = cli_positionals(cli, argc, argv, 1)) || (status = cli_need_token(cli)))
+    if ((status = cli_need_token(cli)))
         return status;
-    cleanup_free char *id = client_escape(argv[optind]);
+    cleanup_free char *id = sl_client_escape(a->argv[0]);
     cleanup_free char *path = xasprintf("%s/%s", collection, id);
     cleanup_json json_t *out = NULL;
-    if (client_request(&cli->client, "DELETE", path, NULL, NULL, &out, &err) < 0)
+    if (sl_client_request(&cli->client, "DELETE", path, NULL, NULL, &out, &err) < 0)
         return cli_fail(&err);
     if (cli->output == OUTPUT_JSON)
         output_json(stdout, NULL);
     else
-        printf("removed %s %s\n", noun, argv[optind]);
+        printf("removed %s %s\n", noun, a->argv[0]);
     return CLI_EXIT_OK;
+}
+
+char *cli_instance_path(const char *id, const char *suffix)
+{
+    cleanup_free char *e = sl_client_escape(id);
+
+    return suffix ? xasprintf("/v1/instances/%s/%s", e, suffix) : xasprintf("/v1/instances/%s", e);
 }
 
 json_t *cli_instance_get(struct cli *cli, const char *id, struct sl_error *err)
 {
-    cleanup_free char *e = client_escape(id);
-    cleanup_free char *path = xasprintf("/v1/instances/%s", e);
+    cleanup_free char *path = cli_instance_path(id, NULL);
     json_t *inst = NULL;
 
-    return client_request(&cli->client, "GET", path, NULL, NULL, &inst, err) < 0 ? NULL : inst;
+    return sl_client_request(&cli->client, "GET", path, NULL, NULL, &inst, err) < 0 ? NULL : inst;
+}
+
+/* Whether text could be an instance id: "i-" and [a-z0-9-], as ids are
+ * made (lib/id.c), so that a name such as "my box" or "train/v2" is never
+ * sent as a path segment. */
+static bool id_shaped(const char *text)
+{
+    size_t len = strlen(text);
+
+    return len > 2 && len < 64 && strncmp(text, "i-", 2) == 0 &&
+           strspn(text, "abcdefghijklmnopqrstuvwxyz0123456789-") == len;
+}
+
+json_t *cli_instance_find(struct cli *cli, const char *id_or_name, struct sl_error *err)
+{
+    json_t *item, *found = NULL;
+    size_t i, matches = 0;
+
+    /* an id wins: a name is looked up only when no instance of the
+     * caller's has the id (GET answers 404 for another renter's too) */
+    if (id_shaped(id_or_name)) {
+        json_t *inst = cli_instance_get(cli, id_or_name, err);
+        if (inst || err->kind != SL_E_NOT_FOUND)
+            return inst;
+        sl_error_clear(err);
+    }
+    /* the server filters by name; the exact match is checked here too, so
+     * an older server that ignores ?name= lists everything and still finds
+     * the right one */
+    cleanup_free char *name = sl_client_escape(id_or_name);
+    cleanup_free char *path = xasprintf("/v1/instances?name=%s", name);
+    cleanup_json json_t *list = *id_or_name ? sl_client_list(&cli->client, path, 500, err) : NULL;
+    if (!list && err->kind != SL_E_NONE && err->kind != SL_E_INVALID)
+        return NULL; /* not a refused name (too long to be one): the server's trouble */
+    sl_error_clear(err);
+    json_array_foreach(json_object_get(list, "items"), i, item)
+    {
+        const char *n = jstr(item, "name");
+        if (n && strcmp(n, id_or_name) == 0 && matches++ == 0)
+            found = item;
+    }
+    if (matches > 1) {
+        sl_fail(err, SL_E_CONFLICT, "ambiguous_name",
+                "%zu instances are named '%s': give the id (suanli ls lists them)", matches,
+                id_or_name);
+        return NULL;
+    }
+    if (!found) {
+        sl_fail(err, SL_E_NOT_FOUND, "no_such_instance",
+                "no instance '%s': list yours with suanli ls", id_or_name);
+        return NULL;
+    }
+    return json_incref(found);
 }

@@ -1,19 +1,20 @@
 /* The suanli CLI: one table of commands (tmux, git), one file per noun.
  *
- * A command is a row {name, aliases, usage, summary, run}. Names are one or
- * more words ("token create", "admin verification approve"); main.c matches
- * the longest row name against the words on the command line and calls run
- * with argv[0] set to the command name, so getopt_long works as usual. run
- * returns the process exit status, one of enum cli_exit. */
+ * A command is a row {name, aliases, args, options, summary, run}. Names
+ * are one or more words ("token create", "admin verification approve");
+ * main.c matches the longest row name against the words on the command
+ * line, parses the rest with the row's option table (options.c) and calls
+ * run with what it found. run returns the process exit status, one of enum
+ * cli_exit. */
 #ifndef SUANLI_CLI_H
 #define SUANLI_CLI_H
 
-#include <getopt.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "../lib/error.h"
-#include "client.h"
+#include "../lib/client.h"
 #include "config.h"
 #include "output.h"
 
@@ -28,17 +29,103 @@ enum cli_exit {
 };
 
 #define CLI_MAX_ALIASES 3
+#define CLI_MAX_OPTIONS 16
 
 struct cli;
+struct cli_args;
+
+/* What an option's value must be; checked while parsing, so a command
+ * only reads values that are right. */
+enum cli_option_type {
+    CLI_OPT_TEXT,   /* anything */
+    CLI_OPT_INT,    /* a whole number from min to max */
+    CLI_OPT_AMOUNT, /* money in units ("100", "12.5"), kept as micros */
+    CLI_OPT_MONTH,  /* YYYY-MM */
+    CLI_OPT_DAY,    /* YYYY-MM-DD, a day of the calendar */
+};
+
+/* One option of a command: --NAME, or --NAME VALUE when arg is set. */
+struct cli_option {
+    const char *name;          /* "timeout" for --timeout */
+    const char *arg;           /* the value as the usage shows it, "SECONDS"; NULL: a flag */
+    enum cli_option_type type; /* of the value */
+    int64_t min, max;          /* CLI_OPT_INT's bounds */
+    bool required;             /* shown without brackets; its absence is a usage error */
+    int group;                 /* the options of one group (> 0) exclude each other */
+    const char *help;          /* one line for suanli help COMMAND */
+};
 
 struct cli_command {
     const char *name;
     const char *aliases[CLI_MAX_ALIASES]; /* full alternative names, NULL-terminated */
-    const char *usage;                    /* arguments after the name */
+    /* The positional arguments as the usage shows them, which also sets how
+     * many there may be: each word is one ("ID PORT"), a [...] group one
+     * that may be left out ("[ID]"), "..." any number ("[-- COMMAND...]"). */
+    const char *args;
+    const struct cli_option *options; /* ends with a row without name; NULL: none */
     const char *summary;
-    int (*run)(struct cli *cli, int argc, char **argv);
+    int (*run)(struct cli *cli, const struct cli_args *a);
     bool csv; /* prints CSV with -o csv (other commands refuse it) */
 };
+
+/* The value of one option, as parsed. */
+struct cli_value {
+    bool given;
+    const char *text; /* as given (NULL for a flag) */
+    int64_t number;   /* CLI_OPT_INT and CLI_OPT_AMOUNT (micros) */
+};
+
+/* A command line parsed with its command's table. */
+struct cli_args {
+    const struct cli_command *cmd;
+    int argc; /* the positional arguments, options taken out */
+    char **argv;
+    const char *output;                       /* -o / --output after the command name, or NULL */
+    struct cli_value values[CLI_MAX_OPTIONS]; /* in the order of cmd->options */
+};
+
+/* Parses argv (argv[0] is the command's name) with cmd's options and
+ * positional arguments; -o FORMAT is every command's. Returns 0, or -1
+ * with err (SL_E_INVALID) saying what is wrong: an unknown option, a
+ * value that is missing or not of its type, too few or too many
+ * arguments, two options of one group, a required option left out.
+ * argv is reordered (getopt_long) and values point into it. */
+int cli_args_parse(const struct cli_command *cmd, int argc, char **argv, struct cli_args *a,
+                   struct sl_error *err);
+
+/* Whether --name was given; its text (fallback when not given); its number
+ * (fallback when not given). name must be one of the command's options. */
+bool cli_has(const struct cli_args *a, const char *name);
+const char *cli_text(const struct cli_args *a, const char *name, const char *fallback);
+int64_t cli_number(const struct cli_args *a, const char *name, int64_t fallback);
+
+/* The usage line after "suanli ": the name, the arguments, the options
+ * (required ones bare, the others in brackets, a group as [--a | --b]).
+ * A new string. */
+char *cli_usage(const struct cli_command *cmd);
+
+/* "--at TIME, --in DURATION or --cancel": the options of a group joined by
+ * sep, the last two by last_sep. A new string. */
+char *cli_option_synopsis(const struct cli_command *cmd, int group, const char *sep,
+                          const char *last_sep);
+
+/* Prints "options:" and a line per option with its help, -o included. */
+void cli_print_options(FILE *out, const struct cli_command *cmd);
+
+size_t cli_option_count(const struct cli_command *cmd);
+
+/* Checks of a value, for options and arguments alike; -1 with err
+ * (SL_E_INVALID) naming what (an option, "PORT") otherwise. A whole
+ * number from min to max; money in units into micros; a month "YYYY-MM"
+ * (len 7) or a day "YYYY-MM-DD" (len 10) of the calendar. */
+int cli_check_int(const char *what, const char *text, int64_t min, int64_t max, int64_t *out,
+                  struct sl_error *err);
+int cli_check_amount(const char *what, const char *text, int64_t *out, struct sl_error *err);
+int cli_check_date(const char *what, const char *text, size_t len, struct sl_error *err);
+
+/* Every command, in the order --help lists them (commands.c). */
+extern const struct cli_command *const cli_commands[];
+extern const size_t cli_commands_count;
 
 /* What every command sees: the resolved server and token, the output mode,
  * the config file, and an HTTP client. */
@@ -49,7 +136,7 @@ struct cli {
     enum output_mode output;
     char *config_path;
     struct cli_config config; /* as read from config_path */
-    struct client client;
+    struct sl_client client;
 };
 
 /* Prints "suanli: MESSAGE" and the command's usage to stderr; returns
@@ -65,26 +152,12 @@ int cli_exit_status(enum sl_error_kind kind);
 /* Fails with CLI_EXIT_AUTH (and says how to log in) when there is no token. */
 int cli_need_token(struct cli *cli);
 
-/* Resets getopt and parses options of argv; a thin wrapper so every command
- * handles '?' and missing arguments the same way, and takes -o / --output
- * after the command name as well as before it. Returns the option
- * character, -1 at the end, or '?' on error (already reported). */
-int cli_getopt(struct cli *cli, int argc, char **argv, const struct option *longopts);
-
 /* Sets cli->output from "table", "json" or "csv" (csv only for commands
  * that print it). Returns 0, or -1 after saying what is wrong. */
 int cli_set_output(struct cli *cli, const char *text);
 
-/* For commands without options or arguments: a usage error if argv holds
- * any; CLI_EXIT_OK otherwise. */
-int cli_no_args(struct cli *cli, int argc, char **argv);
-
-/* Checks that exactly n positional arguments remain after option parsing
- * (optind on); a usage error naming what is missing or extra otherwise. */
-int cli_positionals(struct cli *cli, int argc, char **argv, int n);
-
 /* `NOUN rm ID`: DELETE collection/ID and say so ("removed key ID"). */
-int cli_remove_one(struct cli *cli, int argc, char **argv, const char *collection,
+int cli_remove_one(struct cli *cli, const struct cli_args *a, const char *collection,
                    const char *noun);
 
 /* Parses a whole decimal integer option within [min, max]; a usage error
@@ -96,13 +169,19 @@ int cli_parse_int(struct cli *cli, const char *what, const char *text, int64_t m
  * otherwise. */
 int cli_parse_amount(struct cli *cli, const char *what, const char *text, int64_t *out);
 
-/* Checks that text is a month "YYYY-MM" (month is 7) or a day "YYYY-MM-DD"
- * of the calendar (10); a usage error naming the option otherwise (prints,
- * returns -1). */
-int cli_check_date(struct cli *cli, const char *what, const char *text, size_t len);
-
 /* GET /v1/instances/ID: the instance, or NULL with err filled. */
 json_t *cli_instance_get(struct cli *cli, const char *id, struct sl_error *err);
+
+/* The caller's instance that id_or_name names: the one with that id, else
+ * the one with that name (GET /v1/instances?name=); an id always wins.
+ * A new reference, or NULL with err filled: SL_E_NOT_FOUND "no instance
+ * 'X': list yours with suanli ls", SL_E_CONFLICT when several share the
+ * name, or the server's error. */
+json_t *cli_instance_find(struct cli *cli, const char *id_or_name, struct sl_error *err);
+
+/* "/v1/instances/ID" or "/v1/instances/ID/SUFFIX", ID escaped. A new
+ * string. */
+char *cli_instance_path(const char *id, const char *suffix);
 
 /* Prepaid plans a renter can pick: "payg", "day", "week", "month". */
 bool cli_is_plan(const char *plan);
@@ -117,11 +196,9 @@ char *cli_read_password(bool from_stdin, bool confirm, struct sl_error *err);
  * users list. Returns a new string or NULL with err filled. */
 char *cli_resolve_user(struct cli *cli, const char *user, struct sl_error *err);
 
-/* Scheduled stops (cmd-stops.c): whether `stop` was given --at, --in or
- * --cancel, and that form of it; the lines `show` prints (NULL when there
- * is no scheduled stop). */
-bool cli_stop_is_schedule(int argc, char **argv);
-int cli_stop_schedule(struct cli *cli, int argc, char **argv);
+/* Scheduled stops (cmd-stops.c): `stop` given --at, --in or --cancel; the
+ * lines `show` prints (NULL when there is no scheduled stop). */
+int cli_stop_schedule(struct cli *cli, const struct cli_args *a);
 const char *cli_stop_at_text(json_t *inst, char *buf, size_t size);
 const char *cli_idle_stop_text(json_t *inst, char *buf, size_t size);
 

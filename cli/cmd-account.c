@@ -31,71 +31,44 @@ static void print_user(struct cli *cli, json_t *user)
     output_pairs(stdout, pairs, ARRAY_SIZE(pairs));
 }
 
-enum {
-    OPT_EMAIL = 1,
-    OPT_NAME,
-    OPT_PASSWORD_STDIN
-};
+#define EMAIL_OPTION                                                                               \
+    {                                                                                              \
+        .name = "email", .arg = "EMAIL", .required = true, .help = "the account's email address"   \
+    }
+#define PASSWORD_STDIN_OPTION                                                                      \
+    {                                                                                              \
+        .name = "password-stdin",                                                                  \
+        .help = "read the password from one line of stdin (else SUANLI_PASSWORD, else a prompt)"   \
+    }
 
-static const struct option account_options[] = {
-    { "email", required_argument, NULL, OPT_EMAIL },
-    { "name", required_argument, NULL, OPT_NAME },
-    { "password-stdin", no_argument, NULL, OPT_PASSWORD_STDIN },
+static const struct cli_option register_options[] = {
+    EMAIL_OPTION,
+    { .name = "name", .arg = "NAME", .help = "your name (default: none)" },
+    PASSWORD_STDIN_OPTION,
     { 0 },
 };
 
-struct account_args {
-    const char *email, *name;
-    bool password_stdin;
+static const struct cli_option login_options[] = {
+    EMAIL_OPTION,
+    PASSWORD_STDIN_OPTION,
+    { 0 },
 };
 
-static int parse_account_args(struct cli *cli, int argc, char **argv, bool allow_name,
-                              struct account_args *a)
+static int run_register(struct cli *cli, const struct cli_args *a)
 {
-    int c;
-
-    while ((c = cli_getopt(cli, argc, argv, account_options)) != -1) {
-        switch (c) {
-        case OPT_EMAIL:
-            a->email = optarg;
-            break;
-        case OPT_NAME:
-            if (!allow_name)
-                return cli_usage_error(cli, "--name is for register only");
-            a->name = optarg;
-            break;
-        case OPT_PASSWORD_STDIN:
-            a->password_stdin = true;
-            break;
-        default:
-            return cli_usage_error(cli, "bad option");
-        }
-    }
-    if (optind < argc)
-        return cli_usage_error(cli, "unexpected argument '%s'", argv[optind]);
-    if (!a->email)
-        return cli_usage_error(cli, "--email is required");
-    return CLI_EXIT_OK;
-}
-
-static int run_register(struct cli *cli, int argc, char **argv)
-{
-    struct account_args a = { 0 };
     struct sl_error err = SL_ERROR_INIT;
-    int status = parse_account_args(cli, argc, argv, true, &a);
+    const char *email = cli_text(a, "email", NULL), *name = cli_text(a, "name", "");
 
-    if (status)
-        return status;
-    cleanup_free char *password = cli_read_password(a.password_stdin, true, &err);
+    cleanup_free char *password = cli_read_password(cli_has(a, "password-stdin"), true, &err);
     if (!password) {
         cli_fail(&err);
         return CLI_EXIT_USAGE;
     }
-    cleanup_json json_t *body = json_pack("{s:s, s:s, s:s}", "email", a.email, "password", password,
-                                          "name", a.name ? a.name : "");
+    cleanup_json json_t *body =
+        json_pack("{s:s, s:s, s:s}", "email", email, "password", password, "name", name);
     cleanup_json json_t *user = NULL;
     cli->client.token = NULL;
-    if (client_request(&cli->client, "POST", "/v1/users", body, NULL, &user, &err) < 0)
+    if (sl_client_request(&cli->client, "POST", "/v1/users", body, NULL, &user, &err) < 0)
         return cli_fail(&err);
     if (cli->output == OUTPUT_JSON)
         output_json(stdout, user);
@@ -115,29 +88,26 @@ static void revoke_previous(struct cli *cli)
     if (!cli->config.token || !cli->config.server || strcmp(cli->config.server, cli->server))
         return;
     cli->client.token = cli->config.token;
-    client_request(&cli->client, "DELETE", "/v1/sessions/current", NULL, NULL, &out, &ignored);
+    sl_client_request(&cli->client, "DELETE", "/v1/sessions/current", NULL, NULL, &out, &ignored);
 }
 
-static int run_login(struct cli *cli, int argc, char **argv)
+static int run_login(struct cli *cli, const struct cli_args *a)
 {
-    struct account_args a = { 0 };
     struct sl_error err = SL_ERROR_INIT;
-    int status = parse_account_args(cli, argc, argv, false, &a);
+    const char *email = cli_text(a, "email", NULL);
     char host[HOST_NAME_MAX + 1] = "unknown host";
 
-    if (status)
-        return status;
-    cleanup_free char *password = cli_read_password(a.password_stdin, false, &err);
+    cleanup_free char *password = cli_read_password(cli_has(a, "password-stdin"), false, &err);
     if (!password) {
         cli_fail(&err);
         return CLI_EXIT_USAGE;
     }
 
-    cleanup_json json_t *login_body =
-        json_pack("{s:s, s:s}", "email", a.email, "password", password);
+    cleanup_json json_t *login_body = json_pack("{s:s, s:s}", "email", email, "password", password);
     cleanup_json json_t *session = NULL;
     cli->client.token = NULL;
-    if (client_request(&cli->client, "POST", "/v1/sessions", login_body, NULL, &session, &err) < 0)
+    if (sl_client_request(&cli->client, "POST", "/v1/sessions", login_body, NULL, &session, &err) <
+        0)
         return cli_fail(&err);
     cleanup_free char *session_token =
         xstrdup(jstr(session, "token") ? jstr(session, "token") : "");
@@ -149,9 +119,9 @@ static int run_login(struct cli *cli, int argc, char **argv)
     cleanup_json json_t *token = NULL, *ignored = NULL;
     struct sl_error logout_err = SL_ERROR_INIT;
     cli->client.token = session_token;
-    int rc = client_request(&cli->client, "POST", "/v1/tokens", token_body, NULL, &token, &err);
-    client_request(&cli->client, "DELETE", "/v1/sessions/current", NULL, NULL, &ignored,
-                   &logout_err);
+    int rc = sl_client_request(&cli->client, "POST", "/v1/tokens", token_body, NULL, &token, &err);
+    sl_client_request(&cli->client, "DELETE", "/v1/sessions/current", NULL, NULL, &ignored,
+                      &logout_err);
     if (rc < 0)
         return cli_fail(&err);
     const char *secret = jstr(token, "token");
@@ -179,15 +149,17 @@ static int run_login(struct cli *cli, int argc, char **argv)
     return CLI_EXIT_OK;
 }
 
-static int run_logout(struct cli *cli, int argc, char **argv)
+static int run_logout(struct cli *cli, const struct cli_args *a)
 {
     struct sl_error err = SL_ERROR_INIT;
     cleanup_json json_t *out = NULL;
     int status;
 
-    if ((status = cli_no_args(cli, argc, argv)) || (status = cli_need_token(cli)))
+    (void)a;
+    if ((status = cli_need_token(cli)))
         return status;
-    int rc = client_request(&cli->client, "DELETE", "/v1/sessions/current", NULL, NULL, &out, &err);
+    int rc =
+        sl_client_request(&cli->client, "DELETE", "/v1/sessions/current", NULL, NULL, &out, &err);
     if (rc < 0 && err.kind != SL_E_UNAUTHENTICATED)
         return cli_fail(&err);
     if (cli->config.token && strcmp(cli->config.token, cli->token) == 0) {
@@ -206,15 +178,16 @@ static int run_logout(struct cli *cli, int argc, char **argv)
     return CLI_EXIT_OK;
 }
 
-static int run_whoami(struct cli *cli, int argc, char **argv)
+static int run_whoami(struct cli *cli, const struct cli_args *a)
 {
     struct sl_error err = SL_ERROR_INIT;
     cleanup_json json_t *user = NULL;
     int status;
 
-    if ((status = cli_no_args(cli, argc, argv)) || (status = cli_need_token(cli)))
+    (void)a;
+    if ((status = cli_need_token(cli)))
         return status;
-    if (client_request(&cli->client, "GET", "/v1/me", NULL, NULL, &user, &err) < 0)
+    if (sl_client_request(&cli->client, "GET", "/v1/me", NULL, NULL, &user, &err) < 0)
         return cli_fail(&err);
     print_user(cli, user);
     return CLI_EXIT_OK;
@@ -222,21 +195,20 @@ static int run_whoami(struct cli *cli, int argc, char **argv)
 
 const struct cli_command cmd_register = {
     .name = "register",
-    .usage = "--email EMAIL [--name NAME] [--password-stdin]",
+    .options = register_options,
     .summary = "create an account (password from stdin, SUANLI_PASSWORD or a prompt)",
     .run = run_register,
 };
 
 const struct cli_command cmd_login = {
     .name = "login",
-    .usage = "--email EMAIL [--password-stdin]",
+    .options = login_options,
     .summary = "log in and save an API token in ~/.config/suanli/config",
     .run = run_login,
 };
 
 const struct cli_command cmd_logout = {
     .name = "logout",
-    .usage = "",
     .summary = "revoke the saved token and forget it",
     .run = run_logout,
 };
@@ -244,7 +216,6 @@ const struct cli_command cmd_logout = {
 const struct cli_command cmd_whoami = {
     .name = "whoami",
     .aliases = { "me" },
-    .usage = "",
     .summary = "show the account you are logged in as",
     .run = run_whoami,
 };

@@ -12,8 +12,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static const struct option no_options[] = { { 0 } };
-
 /* An RFC 3339 UTC time as the API writes them: "2026-11-30T03:40:38Z". */
 static bool looks_like_time(const char *s)
 {
@@ -60,66 +58,56 @@ static void print_list(struct cli *cli, json_t *list, const char *const *headers
     table_release(&t);
 }
 
-static int run_user_ls(struct cli *cli, int argc, char **argv)
+static const struct cli_option user_ls_options[] = {
+    { .name = "email", .arg = "EMAIL", .help = "only the user with this email" },
+    { 0 },
+};
+
+static int run_user_ls(struct cli *cli, const struct cli_args *a)
 {
-    static const struct option opts[] = {
-        { "email", required_argument, NULL, 'e' },
-        { 0 },
-    };
     static const char *const headers[] = { "ID",           "EMAIL",   "NAME",   "ROLE",
                                            "VERIFICATION", "BALANCE", "CREATED" };
     static const char *const fields[] = { "id",           "email",          "name",      "role",
                                           "verification", "balance_micros", "created_at" };
     struct sl_error err = SL_ERROR_INIT;
-    const char *email = NULL;
-    int c, status;
+    const char *email = cli_text(a, "email", NULL);
+    int status;
 
-    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
-        if (c != 'e')
-            return cli_usage_error(cli, "bad option");
-        email = optarg;
-    }
-    if ((status = cli_positionals(cli, argc, argv, 0)) || (status = cli_need_token(cli)))
+    if ((status = cli_need_token(cli)))
         return status;
-    cleanup_free char *escaped = email ? client_escape(email) : NULL;
+    cleanup_free char *escaped = email ? sl_client_escape(email) : NULL;
     cleanup_free char *path =
         email ? xasprintf("/v1/admin/users?email=%s", escaped) : xstrdup("/v1/admin/users");
-    cleanup_json json_t *list = client_list(&cli->client, path, 500, &err);
+    cleanup_json json_t *list = sl_client_list(&cli->client, path, 500, &err);
     if (!list)
         return cli_fail(&err);
     print_list(cli, list, headers, fields, ARRAY_SIZE(headers));
     return CLI_EXIT_OK;
 }
 
-static int run_credit(struct cli *cli, int argc, char **argv)
+static const struct cli_option credit_options[] = {
+    { .name = "memo", .arg = "MEMO", .help = "why, for the user's ledger" },
+    { 0 },
+};
+
+static int run_credit(struct cli *cli, const struct cli_args *a)
 {
-    static const struct option opts[] = {
-        { "memo", required_argument, NULL, 'm' },
-        { 0 },
-    };
     struct sl_error err = SL_ERROR_INIT;
-    const char *memo = NULL;
+    const char *memo = cli_text(a, "memo", NULL), *who = a->argv[0];
     int64_t amount;
     char key[33], shown[OUTPUT_MONEY_MAX], balance[OUTPUT_MONEY_MAX];
-    int c, status;
+    int status;
 
-    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
-        if (c != 'm')
-            return cli_usage_error(cli, "bad option");
-        memo = optarg;
-    }
-    if ((status = cli_positionals(cli, argc, argv, 2)))
-        return status;
-    if (cli_parse_amount(cli, "AMOUNT", argv[optind + 1], &amount) < 0)
+    if (cli_parse_amount(cli, "AMOUNT", a->argv[1], &amount) < 0)
         return CLI_EXIT_USAGE;
     if (amount <= 0)
-        return cli_usage_error(cli, "AMOUNT must be positive, not '%s'", argv[optind + 1]);
+        return cli_usage_error(cli, "AMOUNT must be positive, not '%s'", a->argv[1]);
     if ((status = cli_need_token(cli)))
         return status;
-    cleanup_free char *user = cli_resolve_user(cli, argv[optind], &err);
+    cleanup_free char *user = cli_resolve_user(cli, who, &err);
     if (!user)
         return cli_fail(&err);
-    cleanup_free char *id = client_escape(user);
+    cleanup_free char *id = sl_client_escape(user);
     cleanup_free char *path = xasprintf("/v1/admin/users/%s/credit", id);
     cleanup_json json_t *body = json_pack("{s:I}", "amount_micros", (json_int_t)amount);
     if (memo)
@@ -127,78 +115,71 @@ static int run_credit(struct cli *cli, int argc, char **argv)
     /* a retry of this very command is safe; a new command is a new credit */
     sl_random_hex(key, 16);
     cleanup_json json_t *out = NULL;
-    if (client_request(&cli->client, "POST", path, body, key, &out, &err) < 0)
+    if (sl_client_request(&cli->client, "POST", path, body, key, &out, &err) < 0)
         return cli_fail(&err);
     if (cli->output == OUTPUT_JSON)
         output_json(stdout, out);
     else
         printf("credited %s to %s (%s): balance %s\n",
-               output_money(jint(out, "amount_micros"), NULL, shown), argv[optind], user,
+               output_money(jint(out, "amount_micros"), NULL, shown), who, user,
                output_money(jint(out, "balance_micros"), NULL, balance));
     return CLI_EXIT_OK;
 }
 
-static int run_verification_ls(struct cli *cli, int argc, char **argv)
+static const struct cli_option verification_ls_options[] = {
+    { .name = "state",
+      .arg = "pending|approved|rejected|all",
+      .help = "the requests in this state (default pending)" },
+    { 0 },
+};
+
+static int run_verification_ls(struct cli *cli, const struct cli_args *a)
 {
-    static const struct option opts[] = {
-        { "state", required_argument, NULL, 's' },
-        { 0 },
-    };
     static const char *const headers[] = { "USER",  "EMAIL",     "REAL NAME", "ID NUMBER",
                                            "STATE", "SUBMITTED", "REASON" };
     static const char *const fields[] = { "user_id", "email",      "real_name", "id_number_masked",
                                           "state",   "created_at", "reason" };
     struct sl_error err = SL_ERROR_INIT;
-    const char *state = "pending";
-    int c, status;
+    const char *state = cli_text(a, "state", "pending");
+    int status;
 
-    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
-        if (c != 's')
-            return cli_usage_error(cli, "bad option");
-        state = optarg;
-    }
-    if ((status = cli_positionals(cli, argc, argv, 0)) || (status = cli_need_token(cli)))
+    if ((status = cli_need_token(cli)))
         return status;
-    cleanup_free char *escaped = client_escape(state);
+    cleanup_free char *escaped = sl_client_escape(state);
     cleanup_free char *path = xasprintf("/v1/admin/verifications?state=%s", escaped);
-    cleanup_json json_t *list = client_list(&cli->client, path, 500, &err);
+    cleanup_json json_t *list = sl_client_list(&cli->client, path, 500, &err);
     if (!list)
         return cli_fail(&err);
     print_list(cli, list, headers, fields, ARRAY_SIZE(headers));
     return CLI_EXIT_OK;
 }
 
-static int decide(struct cli *cli, int argc, char **argv, bool approve)
-{
-    static const struct option opts[] = {
-        { "reason", required_argument, NULL, 'r' },
-        { 0 },
-    };
-    struct sl_error err = SL_ERROR_INIT;
-    const char *reason = NULL;
-    int c, status;
+static const struct cli_option reject_options[] = {
+    { .name = "reason",
+      .arg = "REASON",
+      .required = true,
+      .help = "why, in words the renter can act on" },
+    { 0 },
+};
 
-    while ((c = cli_getopt(cli, argc, argv, approve ? no_options : opts)) != -1) {
-        if (c != 'r')
-            return cli_usage_error(cli, "bad option");
-        reason = optarg;
-    }
-    if ((status = cli_positionals(cli, argc, argv, 1)))
-        return status;
-    if (!approve && (!reason || !*reason))
-        return cli_usage_error(cli, "a rejection needs --reason the renter can act on");
+static int decide(struct cli *cli, const struct cli_args *a, bool approve)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    const char *reason = approve ? NULL : cli_text(a, "reason", NULL);
+    int status;
+
     if ((status = cli_need_token(cli)))
         return status;
-    cleanup_free char *user = cli_resolve_user(cli, argv[optind], &err);
+    cleanup_free char *user = cli_resolve_user(cli, a->argv[0], &err);
     if (!user)
         return cli_fail(&err);
-    cleanup_free char *id = client_escape(user);
+    cleanup_free char *id = sl_client_escape(user);
     cleanup_free char *path = xasprintf("/v1/admin/users/%s/verification", id);
     cleanup_json json_t *body = json_pack("{s:b}", "approve", approve);
     if (reason)
         json_object_set_new(body, "reason", json_string(reason));
     cleanup_json json_t *out = NULL;
-    if (client_request(&cli->client, "POST", path, body, NULL, &out, &err) < 0)
+    if (sl_client_request(&cli->client, "POST", path, body, NULL, &out, &err) < 0)
         return cli_fail(&err);
     if (cli->output == OUTPUT_JSON)
         output_json(stdout, out);
@@ -208,14 +189,14 @@ static int decide(struct cli *cli, int argc, char **argv, bool approve)
     return CLI_EXIT_OK;
 }
 
-static int run_verification_approve(struct cli *cli, int argc, char **argv)
+static int run_verification_approve(struct cli *cli, const struct cli_args *a)
 {
-    return decide(cli, argc, argv, true);
+    return decide(cli, a, true);
 }
 
-static int run_verification_reject(struct cli *cli, int argc, char **argv)
+static int run_verification_reject(struct cli *cli, const struct cli_args *a)
 {
-    return decide(cli, argc, argv, false);
+    return decide(cli, a, false);
 }
 
 /* POSTs body to path and prints the answer or a one-line summary. */
@@ -225,7 +206,7 @@ static int post_and_report(struct cli *cli, const char *method, const char *path
     struct sl_error err = SL_ERROR_INIT;
     cleanup_json json_t *out = NULL;
 
-    if (client_request(&cli->client, method, path, body, NULL, &out, &err) < 0)
+    if (sl_client_request(&cli->client, method, path, body, NULL, &out, &err) < 0)
         return cli_fail(&err);
     if (cli->output == OUTPUT_JSON)
         output_json(stdout, out);
@@ -234,69 +215,55 @@ static int post_and_report(struct cli *cli, const char *method, const char *path
     return CLI_EXIT_OK;
 }
 
-static int run_region_add(struct cli *cli, int argc, char **argv)
+static int run_region_add(struct cli *cli, const struct cli_args *a)
 {
     int status;
 
-    if (cli_getopt(cli, argc, argv, no_options) != -1)
-        return cli_usage_error(cli, "bad option");
-    if ((status = cli_positionals(cli, argc, argv, 2)) || (status = cli_need_token(cli)))
+    if ((status = cli_need_token(cli)))
         return status;
-    cleanup_json json_t *body =
-        json_pack("{s:s, s:s}", "id", argv[optind], "name", argv[optind + 1]);
-    cleanup_free char *done = xasprintf("added region %s", argv[optind]);
+    cleanup_json json_t *body = json_pack("{s:s, s:s}", "id", a->argv[0], "name", a->argv[1]);
+    cleanup_free char *done = xasprintf("added region %s", a->argv[0]);
     return post_and_report(cli, "POST", "/v1/admin/regions", body, done);
 }
 
-static int run_gpu_model_add(struct cli *cli, int argc, char **argv)
-{
-    enum {
-        OPT_NAME = 1,
-        OPT_VRAM,
-        OPT_CPU,
-        OPT_MEMORY,
-        OPT_PRICE
-    };
-    static const struct option opts[] = {
-        { "name", required_argument, NULL, OPT_NAME },
-        { "vram-mib", required_argument, NULL, OPT_VRAM },
-        { "cpu", required_argument, NULL, OPT_CPU },
-        { "memory-mib", required_argument, NULL, OPT_MEMORY },
-        { "price", required_argument, NULL, OPT_PRICE },
-        { 0 },
-    };
-    const char *name = NULL;
-    int64_t vram = 0, cpu = 0, mem = 0, price = -1;
-    int c, status;
+static const struct cli_option gpu_model_add_options[] = {
+    { .name = "name", .arg = "NAME", .required = true, .help = "the model, such as RTX 4090" },
+    { .name = "vram-mib",
+      .arg = "V",
+      .type = CLI_OPT_INT,
+      .min = 1,
+      .max = 1 << 24,
+      .required = true,
+      .help = "the memory of one GPU in MiB" },
+    { .name = "cpu",
+      .arg = "C",
+      .type = CLI_OPT_INT,
+      .min = 1,
+      .max = 1024,
+      .required = true,
+      .help = "CPU cores an instance gets per GPU" },
+    { .name = "memory-mib",
+      .arg = "M",
+      .type = CLI_OPT_INT,
+      .min = 1,
+      .max = 1 << 26,
+      .required = true,
+      .help = "memory in MiB an instance gets per GPU" },
+    { .name = "price",
+      .arg = "AMOUNT",
+      .type = CLI_OPT_AMOUNT,
+      .required = true,
+      .help = "the price of one GPU per hour, such as 1.98" },
+    { 0 },
+};
 
-    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
-        int rc = 0;
-        switch (c) {
-        case OPT_NAME:
-            name = optarg;
-            break;
-        case OPT_VRAM:
-            rc = cli_parse_int(cli, "--vram-mib", optarg, 1, 1 << 24, &vram);
-            break;
-        case OPT_CPU:
-            rc = cli_parse_int(cli, "--cpu", optarg, 1, 1024, &cpu);
-            break;
-        case OPT_MEMORY:
-            rc = cli_parse_int(cli, "--memory-mib", optarg, 1, 1 << 26, &mem);
-            break;
-        case OPT_PRICE:
-            rc = cli_parse_amount(cli, "--price", optarg, &price);
-            break;
-        default:
-            return cli_usage_error(cli, "bad option");
-        }
-        if (rc < 0)
-            return CLI_EXIT_USAGE;
-    }
-    if ((status = cli_positionals(cli, argc, argv, 0)))
-        return status;
-    if (!name || !vram || !cpu || !mem || price < 0)
-        return cli_usage_error(cli, "give --name, --vram-mib, --cpu, --memory-mib and --price");
+static int run_gpu_model_add(struct cli *cli, const struct cli_args *a)
+{
+    const char *name = cli_text(a, "name", NULL);
+    int64_t vram = cli_number(a, "vram-mib", 0), cpu = cli_number(a, "cpu", 0),
+            mem = cli_number(a, "memory-mib", 0), price = cli_number(a, "price", 0);
+    int status;
+
     if ((status = cli_need_token(cli)))
         return status;
     cleanup_json json_t *body =
@@ -307,40 +274,34 @@ static int run_gpu_model_add(struct cli *cli, int argc, char **argv)
     return post_and_report(cli, "POST", "/v1/admin/gpu-models", body, done);
 }
 
-static int run_gpu_model_price(struct cli *cli, int argc, char **argv)
-{
-    static const struct option opts[] = {
-        { "region", required_argument, NULL, 'r' },
-        { 0 },
-    };
-    const char *region = NULL;
-    int64_t price;
-    int c, status;
+static const struct cli_option region_option[] = {
+    { .name = "region", .arg = "REGION", .help = "only in one region (default: everywhere)" },
+    { 0 },
+};
 
-    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
-        if (c != 'r')
-            return cli_usage_error(cli, "bad option");
-        region = optarg;
-    }
-    if ((status = cli_positionals(cli, argc, argv, 2)))
-        return status;
-    if (cli_parse_amount(cli, "AMOUNT", argv[optind + 1], &price) < 0)
+static int run_gpu_model_price(struct cli *cli, const struct cli_args *a)
+{
+    const char *region = cli_text(a, "region", NULL), *model = a->argv[0];
+    int64_t price;
+    int status;
+
+    if (cli_parse_amount(cli, "AMOUNT", a->argv[1], &price) < 0)
         return CLI_EXIT_USAGE;
     if ((status = cli_need_token(cli)))
         return status;
     cleanup_json json_t *body = json_pack("{s:I}", "price_per_hour_micros", (json_int_t)price);
     if (region)
         json_object_set_new(body, "region", json_string(region));
-    cleanup_free char *id = client_escape(argv[optind]);
+    cleanup_free char *id = sl_client_escape(model);
     cleanup_free char *path = xasprintf("/v1/admin/gpu-models/%s", id);
     char shown[OUTPUT_MONEY_MAX];
     cleanup_free char *done =
-        xasprintf("GPU model %s costs %s/hour from now on%s%s", argv[optind],
+        xasprintf("GPU model %s costs %s/hour from now on%s%s", model,
                   output_money(price, NULL, shown), region ? " in " : "", region ? region : "");
     return post_and_report(cli, "PATCH", path, body, done);
 }
 
-static int run_price_ls(struct cli *cli, int argc, char **argv)
+static int run_price_ls(struct cli *cli, const struct cli_args *a)
 {
     static const char *const headers[] = { "ITEM", "REGION", "AMOUNT", "FREE GIB", "FROM", "BY" };
     static const char *const fields[] = { "item",     "region",         "amount_micros",
@@ -348,50 +309,46 @@ static int run_price_ls(struct cli *cli, int argc, char **argv)
     struct sl_error err = SL_ERROR_INIT;
     int status;
 
-    if ((status = cli_no_args(cli, argc, argv)) || (status = cli_need_token(cli)))
+    (void)a;
+    if ((status = cli_need_token(cli)))
         return status;
-    cleanup_json json_t *list = client_list(&cli->client, "/v1/admin/prices", 500, &err);
+    cleanup_json json_t *list = sl_client_list(&cli->client, "/v1/admin/prices", 500, &err);
     if (!list)
         return cli_fail(&err);
     print_list(cli, list, headers, fields, ARRAY_SIZE(headers));
     return CLI_EXIT_OK;
 }
 
-static int run_price_set(struct cli *cli, int argc, char **argv)
-{
-    static const struct option opts[] = {
-        { "region", required_argument, NULL, 'r' },
-        { "free-gib", required_argument, NULL, 'f' },
-        { 0 },
-    };
-    const char *region = NULL;
-    int64_t amount, free_gib = -1;
-    int c, status;
+static const struct cli_option price_set_options[] = {
+    { .name = "free-gib",
+      .arg = "G",
+      .type = CLI_OPT_INT,
+      .min = 0,
+      .max = 1 << 20,
+      .help = "for disks: the GiB each instance has free of charge" },
+    { .name = "region", .arg = "REGION", .help = "only in one region (default: everywhere)" },
+    { 0 },
+};
 
-    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
-        if (c == 'r')
-            region = optarg;
-        else if (c == 'f') {
-            if (cli_parse_int(cli, "--free-gib", optarg, 0, 1 << 20, &free_gib) < 0)
-                return CLI_EXIT_USAGE;
-        } else
-            return cli_usage_error(cli, "bad option");
-    }
-    if ((status = cli_positionals(cli, argc, argv, 2)))
-        return status;
-    if (cli_parse_amount(cli, "AMOUNT", argv[optind + 1], &amount) < 0)
+static int run_price_set(struct cli *cli, const struct cli_args *a)
+{
+    const char *region = cli_text(a, "region", NULL), *item = a->argv[0];
+    int64_t amount, free_gib = cli_number(a, "free-gib", -1);
+    int status;
+
+    if (cli_parse_amount(cli, "AMOUNT", a->argv[1], &amount) < 0)
         return CLI_EXIT_USAGE;
     if ((status = cli_need_token(cli)))
         return status;
     cleanup_json json_t *body =
-        json_pack("{s:s, s:I}", "item", argv[optind], "amount_micros", (json_int_t)amount);
+        json_pack("{s:s, s:I}", "item", item, "amount_micros", (json_int_t)amount);
     if (region)
         json_object_set_new(body, "region", json_string(region));
     if (free_gib >= 0)
         json_object_set_new(body, "free_gib", json_integer(free_gib));
     char shown[OUTPUT_MONEY_MAX];
     cleanup_free char *done =
-        xasprintf("%s costs %s from now on%s%s", argv[optind], output_money(amount, NULL, shown),
+        xasprintf("%s costs %s from now on%s%s", item, output_money(amount, NULL, shown),
                   region ? " in " : "", region ? region : "");
     return post_and_report(cli, "POST", "/v1/admin/prices", body, done);
 }
@@ -420,16 +377,16 @@ static void print_billing_check(json_t *c, bool ok)
 }
 
 /* GET a check route, print it, and exit 1 unless it says ok. */
-static int run_check(struct cli *cli, int argc, char **argv, const char *path, const char *what,
+static int run_check(struct cli *cli, const char *path, const char *what,
                      void (*print)(json_t *c, bool ok))
 {
     struct sl_error err = SL_ERROR_INIT;
     cleanup_json json_t *c = NULL;
     int status;
 
-    if ((status = cli_no_args(cli, argc, argv)) || (status = cli_need_token(cli)))
+    if ((status = cli_need_token(cli)))
         return status;
-    if (client_request(&cli->client, "GET", path, NULL, NULL, &c, &err) < 0)
+    if (sl_client_request(&cli->client, "GET", path, NULL, NULL, &c, &err) < 0)
         return cli_fail(&err);
     bool ok = json_is_true(json_object_get(c, "ok"));
     if (cli->output == OUTPUT_JSON)
@@ -441,25 +398,28 @@ static int run_check(struct cli *cli, int argc, char **argv, const char *path, c
     return ok ? CLI_EXIT_OK : CLI_EXIT_REFUSED;
 }
 
-static int run_ledger_check(struct cli *cli, int argc, char **argv)
+static int run_ledger_check(struct cli *cli, const struct cli_args *a)
 {
-    return run_check(cli, argc, argv, "/v1/admin/ledger/check", "ledger", print_ledger_check);
+    (void)a;
+    return run_check(cli, "/v1/admin/ledger/check", "ledger", print_ledger_check);
 }
 
-static int run_billing_check(struct cli *cli, int argc, char **argv)
+static int run_billing_check(struct cli *cli, const struct cli_args *a)
 {
-    return run_check(cli, argc, argv, "/v1/admin/billing/check", "billing", print_billing_check);
+    (void)a;
+    return run_check(cli, "/v1/admin/billing/check", "billing", print_billing_check);
 }
 
-static int run_billing_run(struct cli *cli, int argc, char **argv)
+static int run_billing_run(struct cli *cli, const struct cli_args *a)
 {
     struct sl_error err = SL_ERROR_INIT;
     cleanup_json json_t *r = NULL;
     int status;
 
-    if ((status = cli_no_args(cli, argc, argv)) || (status = cli_need_token(cli)))
+    (void)a;
+    if ((status = cli_need_token(cli)))
         return status;
-    if (client_request(&cli->client, "POST", "/v1/admin/billing/run", NULL, NULL, &r, &err) < 0)
+    if (sl_client_request(&cli->client, "POST", "/v1/admin/billing/run", NULL, NULL, &r, &err) < 0)
         return cli_fail(&err);
     if (cli->output == OUTPUT_JSON) {
         output_json(stdout, r);
@@ -477,14 +437,15 @@ static int run_billing_run(struct cli *cli, int argc, char **argv)
 const struct cli_command cmd_admin_user_ls = {
     .name = "admin user ls",
     .aliases = { "admin user list", "admin users" },
-    .usage = "[--email EMAIL]",
+    .options = user_ls_options,
     .summary = "list users with their balance",
     .run = run_user_ls,
 };
 
 const struct cli_command cmd_admin_credit = {
     .name = "admin credit",
-    .usage = "USER AMOUNT [--memo MEMO]",
+    .args = "USER AMOUNT",
+    .options = credit_options,
     .summary = "add money to a user (id u-... or email; AMOUNT like 100 or 12.5)",
     .run = run_credit,
 };
@@ -492,42 +453,44 @@ const struct cli_command cmd_admin_credit = {
 const struct cli_command cmd_admin_verification_ls = {
     .name = "admin verification ls",
     .aliases = { "admin verification list" },
-    .usage = "[--state pending|approved|rejected|all]",
+    .options = verification_ls_options,
     .summary = "list verification requests (pending by default)",
     .run = run_verification_ls,
 };
 
 const struct cli_command cmd_admin_verification_approve = {
     .name = "admin verification approve",
-    .usage = "USER",
+    .args = "USER",
     .summary = "approve a user's pending verification",
     .run = run_verification_approve,
 };
 
 const struct cli_command cmd_admin_verification_reject = {
     .name = "admin verification reject",
-    .usage = "USER --reason REASON",
+    .args = "USER",
+    .options = reject_options,
     .summary = "reject a user's pending verification, saying why",
     .run = run_verification_reject,
 };
 
 const struct cli_command cmd_admin_region_add = {
     .name = "admin region add",
-    .usage = "ID NAME",
+    .args = "ID NAME",
     .summary = "add a region",
     .run = run_region_add,
 };
 
 const struct cli_command cmd_admin_gpu_model_add = {
     .name = "admin gpu-model add",
-    .usage = "--name NAME --vram-mib V --cpu C --memory-mib M --price AMOUNT",
+    .options = gpu_model_add_options,
     .summary = "add a GPU model (CPU cores and memory per GPU, price per hour)",
     .run = run_gpu_model_add,
 };
 
 const struct cli_command cmd_admin_gpu_model_price = {
     .name = "admin gpu-model price",
-    .usage = "ID AMOUNT [--region REGION]",
+    .args = "ID AMOUNT",
+    .options = region_option,
     .summary = "set a GPU model's hourly price from now on",
     .run = run_gpu_model_price,
 };
@@ -535,35 +498,32 @@ const struct cli_command cmd_admin_gpu_model_price = {
 const struct cli_command cmd_admin_price_ls = {
     .name = "admin price ls",
     .aliases = { "admin price list", "admin prices" },
-    .usage = "",
     .summary = "list the price history",
     .run = run_price_ls,
 };
 
 const struct cli_command cmd_admin_price_set = {
     .name = "admin price set",
-    .usage = "nogpu|data_disk|file_storage AMOUNT [--free-gib G] [--region REGION]",
+    .args = "nogpu|data_disk|file_storage AMOUNT",
+    .options = price_set_options,
     .summary = "set a price from now on (per hour, or per GiB-day for disks)",
     .run = run_price_set,
 };
 
 const struct cli_command cmd_admin_ledger_check = {
     .name = "admin ledger-check",
-    .usage = "",
     .summary = "check that every balance equals the sum of its entries",
     .run = run_ledger_check,
 };
 
 const struct cli_command cmd_admin_billing_check = {
     .name = "admin billing check",
-    .usage = "",
     .summary = "check the billing invariants: every meter's charges, their sum, the ledger",
     .run = run_billing_check,
 };
 
 const struct cli_command cmd_admin_billing_run = {
     .name = "admin billing run",
-    .usage = "",
     .summary = "run a billing pass now: settle meters, renew or end plans, apply the balance "
                "and auto-release rules",
     .run = run_billing_run,

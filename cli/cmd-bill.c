@@ -42,50 +42,30 @@ static const struct {
     { "kind", { "kind" }, { "KIND" }, { "kind" } },
 };
 
-struct bill_args {
-    const char *month, *by;
-    bool chart;
+static const struct cli_option bill_options[] = {
+    { .name = "month",
+      .arg = "YYYY-MM",
+      .type = CLI_OPT_MONTH,
+      .help = "the month (default: this UTC month)" },
+    { .name = "by",
+      .arg = "day|instance|kind",
+      .help = "a row per day (default), per instance or per kind of charge" },
+    { .name = "chart", .help = "draw a bar per day instead of the table" },
+    { 0 },
 };
 
-static int parse_bill_args(struct cli *cli, int argc, char **argv, struct bill_args *a)
+/* Checks --by and --chart; the caller's token last. */
+static int check_bill_args(struct cli *cli, const char *by, bool chart)
 {
-    enum {
-        OPT_MONTH = 1,
-        OPT_BY,
-        OPT_CHART
-    };
-    static const struct option opts[] = {
-        { "month", required_argument, NULL, OPT_MONTH },
-        { "by", required_argument, NULL, OPT_BY },
-        { "chart", no_argument, NULL, OPT_CHART },
-        { 0 },
-    };
-    int c, status;
-
-    *a = (struct bill_args){ .by = "day" };
-    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
-        if (c == OPT_MONTH) {
-            if (cli_check_date(cli, "--month", optarg, 7) < 0)
-                return CLI_EXIT_USAGE;
-            a->month = optarg;
-        } else if (c == OPT_BY) {
-            a->by = optarg;
-        } else if (c == OPT_CHART) {
-            a->chart = true;
-        } else {
-            return cli_usage_error(cli, "bad option");
-        }
-    }
-    if ((status = cli_positionals(cli, argc, argv, 0)))
-        return status;
     bool known = false;
+
     for (size_t i = 0; i < ARRAY_SIZE(groupings); i++)
-        known = known || strcmp(a->by, groupings[i].by) == 0;
+        known = known || strcmp(by, groupings[i].by) == 0;
     if (!known)
-        return cli_usage_error(cli, "--by takes day, instance or kind, not '%s'", a->by);
-    if (a->chart && strcmp(a->by, "day") != 0)
+        return cli_usage_error(cli, "--by takes day, instance or kind, not '%s'", by);
+    if (chart && strcmp(by, "day") != 0)
         return cli_usage_error(cli, "--chart draws one bar per day: leave out --by");
-    if (a->chart && cli->output != OUTPUT_TABLE)
+    if (chart && cli->output != OUTPUT_TABLE)
         return cli_usage_error(cli, "--chart draws for a terminal: leave out -o, or drop --chart "
                                     "for the numbers");
     return cli_need_token(cli);
@@ -299,25 +279,26 @@ static void print_chart(json_t *bill)
     sl_buf_release(&bar);
 }
 
-static int run_bill(struct cli *cli, int argc, char **argv)
+static int run_bill(struct cli *cli, const struct cli_args *a)
 {
     struct sl_error err = SL_ERROR_INIT;
-    struct bill_args a;
+    const char *month = cli_text(a, "month", NULL), *by = cli_text(a, "by", "day");
+    bool chart = cli_has(a, "chart");
     int status;
 
-    if ((status = parse_bill_args(cli, argc, argv, &a)))
+    if ((status = check_bill_args(cli, by, chart)))
         return status;
-    cleanup_free char *path = a.month ? xasprintf("/v1/bills?month=%s&by=%s", a.month, a.by)
-                                      : xasprintf("/v1/bills?by=%s", a.by);
+    cleanup_free char *path =
+        month ? xasprintf("/v1/bills?month=%s&by=%s", month, by) : xasprintf("/v1/bills?by=%s", by);
     cleanup_json json_t *bill = NULL;
-    if (client_request(&cli->client, "GET", path, NULL, NULL, &bill, &err) < 0)
+    if (sl_client_request(&cli->client, "GET", path, NULL, NULL, &bill, &err) < 0)
         return cli_fail(&err);
     if (cli->output == OUTPUT_JSON)
         output_json(stdout, bill);
-    else if (a.chart)
+    else if (chart)
         print_chart(bill);
     else
-        print_bill(cli, bill, a.by);
+        print_bill(cli, bill, by);
     return CLI_EXIT_OK;
 }
 
@@ -398,44 +379,27 @@ static void print_charges(struct cli *cli, json_t *list)
     table_release(&t);
 }
 
-static int run_bill_charges(struct cli *cli, int argc, char **argv)
-{
-    enum {
-        OPT_MONTH = 1,
-        OPT_DAY,
-        OPT_INSTANCE,
-        OPT_KIND
-    };
-    static const struct option opts[] = {
-        { "month", required_argument, NULL, OPT_MONTH },
-        { "day", required_argument, NULL, OPT_DAY },
-        { "instance", required_argument, NULL, OPT_INSTANCE },
-        { "kind", required_argument, NULL, OPT_KIND },
-        { 0 },
-    };
-    const char *month = NULL, *day = NULL, *instance = NULL, *kind = NULL;
-    struct sl_error err = SL_ERROR_INIT;
-    int c, status;
+static const struct cli_option bill_charges_options[] = {
+    { .name = "month",
+      .arg = "YYYY-MM",
+      .type = CLI_OPT_MONTH,
+      .help = "the month (default: this UTC month)" },
+    { .name = "day", .arg = "YYYY-MM-DD", .type = CLI_OPT_DAY, .help = "only one day's charges" },
+    { .name = "instance", .arg = "ID|NAME", .help = "only one instance's charges" },
+    { .name = "kind",
+      .arg = "KIND",
+      .help = "only one kind: gpu, nogpu, data_disk, plan or plan_refund" },
+    { 0 },
+};
 
-    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
-        if (c == OPT_MONTH) {
-            if (cli_check_date(cli, "--month", optarg, 7) < 0)
-                return CLI_EXIT_USAGE;
-            month = optarg;
-        } else if (c == OPT_DAY) {
-            if (cli_check_date(cli, "--day", optarg, 10) < 0)
-                return CLI_EXIT_USAGE;
-            day = optarg;
-        } else if (c == OPT_INSTANCE) {
-            instance = optarg;
-        } else if (c == OPT_KIND) {
-            kind = optarg;
-        } else {
-            return cli_usage_error(cli, "bad option");
-        }
-    }
-    if ((status = cli_positionals(cli, argc, argv, 0)))
-        return status;
+static int run_bill_charges(struct cli *cli, const struct cli_args *a)
+{
+    const char *month = cli_text(a, "month", NULL), *day = cli_text(a, "day", NULL),
+               *instance = cli_text(a, "instance", NULL), *kind = cli_text(a, "kind", NULL);
+    struct sl_error err = SL_ERROR_INIT;
+    cleanup_json json_t *inst = NULL;
+    int status;
+
     if (kind && !known_kind(kind))
         return cli_usage_error(cli,
                                "--kind takes gpu, nogpu, data_disk, plan or plan_refund, "
@@ -445,6 +409,11 @@ static int run_bill_charges(struct cli *cli, int argc, char **argv)
         return cli_usage_error(cli, "--day %s is not in --month %s: give one of them", day, month);
     if ((status = cli_need_token(cli)))
         return status;
+    if (instance) {
+        if (!(inst = cli_instance_find(cli, instance, &err)))
+            return cli_fail(&err);
+        instance = jstr(inst, "id");
+    }
     struct sl_buf path;
     sl_buf_init(&path);
     sl_buf_adds(&path, "/v1/bills/charges");
@@ -459,13 +428,13 @@ static int run_bill_charges(struct cli *cli, int argc, char **argv)
         sep = '&';
     }
     if (instance) {
-        cleanup_free char *e = client_escape(instance);
+        cleanup_free char *e = sl_client_escape(instance);
         sl_buf_addf(&path, "%cinstance=%s", sep, e);
         sep = '&';
     }
     if (kind)
         sl_buf_addf(&path, "%ckind=%s", sep, kind);
-    cleanup_json json_t *list = client_list(&cli->client, path.data, 500, &err);
+    cleanup_json json_t *list = sl_client_list(&cli->client, path.data, 500, &err);
     sl_buf_release(&path);
     if (!list)
         return cli_fail(&err);
@@ -479,7 +448,7 @@ static int run_bill_charges(struct cli *cli, int argc, char **argv)
 const struct cli_command cmd_bill = {
     .name = "bill",
     .aliases = { "bills" },
-    .usage = "[--month YYYY-MM] [--by day|instance|kind] [--chart]",
+    .options = bill_options,
     .summary = "what a month cost (this month by default), per day, instance or kind; "
                "--chart: a bar per day",
     .run = run_bill,
@@ -488,7 +457,7 @@ const struct cli_command cmd_bill = {
 
 const struct cli_command cmd_bill_charges = {
     .name = "bill charges",
-    .usage = "[--month YYYY-MM] [--day YYYY-MM-DD] [--instance ID] [--kind KIND]",
+    .options = bill_charges_options,
     .summary = "the charges behind a bill, each with its ledger transaction",
     .run = run_bill_charges,
     .csv = true,

@@ -8,6 +8,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <unistd.h>
 
 /* "1.2 GiB", "350 MiB", "12 KiB" from bytes; "-" when unknown (0). */
 static const char *size_text(int64_t bytes, char *buf)
@@ -52,14 +53,15 @@ static const char *nodes_text(json_t *image, char *buf)
     return buf;
 }
 
-static int run_image_ls(struct cli *cli, int argc, char **argv)
+static int run_image_ls(struct cli *cli, const struct cli_args *a)
 {
     struct sl_error err = SL_ERROR_INIT;
     int status;
 
-    if ((status = cli_no_args(cli, argc, argv)) || (status = cli_need_token(cli)))
+    (void)a;
+    if ((status = cli_need_token(cli)))
         return status;
-    cleanup_json json_t *list = client_list(&cli->client, "/v1/images", 500, &err);
+    cleanup_json json_t *list = sl_client_list(&cli->client, "/v1/images", 500, &err);
     if (!list)
         return cli_fail(&err);
     if (cli->output == OUTPUT_JSON) {
@@ -93,39 +95,33 @@ static int run_image_ls(struct cli *cli, int argc, char **argv)
     return CLI_EXIT_OK;
 }
 
-static int run_image_build(struct cli *cli, int argc, char **argv)
-{
-    static const struct option opts[] = {
-        { "recipe", required_argument, NULL, 'c' },
-        { "region", required_argument, NULL, 'r' },
-        { 0 },
-    };
-    struct sl_error err = SL_ERROR_INIT;
-    const char *recipe = "base", *region = NULL;
-    int c, status;
+static const struct cli_option image_build_options[] = {
+    { .name = "recipe", .arg = "RECIPE", .help = "what to build it from (default base)" },
+    { .name = "region", .arg = "REGION", .help = "only the nodes of one region (default: all)" },
+    { 0 },
+};
 
-    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
-        if (c == 'c')
-            recipe = optarg;
-        else if (c == 'r')
-            region = optarg;
-        else
-            return cli_usage_error(cli, "bad option");
-    }
-    if ((status = cli_positionals(cli, argc, argv, 1)) || (status = cli_need_token(cli)))
+static int run_image_build(struct cli *cli, const struct cli_args *a)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    const char *recipe = cli_text(a, "recipe", "base"), *region = cli_text(a, "region", NULL);
+    const char *name = a->argv[0];
+    int status;
+
+    if ((status = cli_need_token(cli)))
         return status;
-    cleanup_json json_t *body = json_pack("{s:s, s:s}", "name", argv[optind], "recipe", recipe);
+    cleanup_json json_t *body = json_pack("{s:s, s:s}", "name", name, "recipe", recipe);
     if (region)
         json_object_set_new(body, "region", json_string(region));
     cleanup_json json_t *img = NULL;
-    if (client_request(&cli->client, "POST", "/v1/admin/images", body, NULL, &img, &err) < 0)
+    if (sl_client_request(&cli->client, "POST", "/v1/admin/images", body, NULL, &img, &err) < 0)
         return cli_fail(&err);
     if (cli->output == OUTPUT_JSON) {
         output_json(stdout, img);
         return CLI_EXIT_OK;
     }
     printf("asked the nodes of %s to build image %s from recipe %s: %s\n",
-           region ? region : "every region", argv[optind], recipe,
+           region ? region : "every region", name, recipe,
            jstr(img, "state") ? jstr(img, "state") : "requested");
     fputs("follow it with suanli image ls\n", stderr);
     return CLI_EXIT_OK;
@@ -134,56 +130,61 @@ static int run_image_build(struct cli *cli, int argc, char **argv)
 const struct cli_command cmd_image_ls = {
     .name = "image ls",
     .aliases = { "image list", "images" },
-    .usage = "",
     .summary = "list the images an instance can start from",
     .run = run_image_ls,
 };
 
-static int run_image_import(struct cli *cli, int argc, char **argv)
-{
-    static const struct option opts[] = {
-        { "name", required_argument, NULL, 'n' },
-        { "region", required_argument, NULL, 'r' },
-        { "kind", required_argument, NULL, 'k' },
-        { "description", required_argument, NULL, 'd' },
-        { 0 },
-    };
-    struct sl_error err = SL_ERROR_INIT;
-    const char *name = NULL, *region = NULL, *kind = NULL, *description = NULL;
-    int c, status;
+static const struct cli_option image_import_options[] = {
+    { .name = "name",
+      .arg = "NAME",
+      .required = true,
+      .help = "the image's name, as create --image takes it" },
+    { .name = "region", .arg = "REGION", .help = "only the nodes of one region (default: all)" },
+    { .name = "kind", .arg = "base|framework", .help = "what the image is (default base)" },
+    { .name = "description", .arg = "TEXT", .help = "a line that says what is in it" },
+    { 0 },
+};
 
-    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
-        if (c == 'n')
-            name = optarg;
-        else if (c == 'r')
-            region = optarg;
-        else if (c == 'k')
-            kind = optarg;
-        else if (c == 'd')
-            description = optarg;
-        else
-            return cli_usage_error(cli, "bad option");
-    }
-    if ((status = cli_positionals(cli, argc, argv, 1)))
-        return status;
-    if (!name)
-        return cli_usage_error(cli, "--name NAME is required");
+/* "uploading:  42% of 812.3 MiB" on stderr, redrawn when the percent changes. */
+static void show_upload(int64_t sent, int64_t total, void *arg)
+{
+    int *last_percent = arg;
+    int percent = (int)(sent * 100 / total);
+
+    if (percent == *last_percent)
+        return;
+    *last_percent = percent;
+    fprintf(stderr, "\ruploading: %3d%% of %.1f MiB", percent, (double)total / 1048576.0);
+    if (percent == 100)
+        fputc('\n', stderr);
+}
+
+static int run_image_import(struct cli *cli, const struct cli_args *a)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    const char *name = cli_text(a, "name", NULL), *region = cli_text(a, "region", NULL),
+               *kind = cli_text(a, "kind", NULL), *description = cli_text(a, "description", NULL);
+    int status;
+
     if ((status = cli_need_token(cli)))
         return status;
     struct sl_buf path;
     sl_buf_init(&path);
-    cleanup_free char *ename = client_escape(name);
+    cleanup_free char *ename = sl_client_escape(name);
     sl_buf_addf(&path, "/v1/admin/images/%s/archive?", ename);
     const char *keys[] = { "region", "kind", "description" };
     const char *values[] = { region, kind, description };
     for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
         if (!values[i])
             continue;
-        cleanup_free char *v = client_escape(values[i]);
+        cleanup_free char *v = sl_client_escape(values[i]);
         sl_buf_addf(&path, "%s=%s&", keys[i], v);
     }
     cleanup_json json_t *img = NULL;
-    int rc = client_upload(&cli->client, "PUT", path.data, argv[optind], isatty(2), &img, &err);
+    int last_percent = -1;
+    int rc =
+        sl_client_upload(&cli->client, "PUT", path.data, a->argv[0],
+                         isatty(STDERR_FILENO) ? show_upload : NULL, &last_percent, &img, &err);
     sl_buf_release(&path);
     if (rc < 0)
         return cli_fail(&err);
@@ -199,14 +200,16 @@ static int run_image_import(struct cli *cli, int argc, char **argv)
 
 const struct cli_command cmd_admin_image_import = {
     .name = "admin image import",
-    .usage = "FILE --name NAME [--region R] [--kind base|framework] [--description TEXT]",
+    .args = "FILE",
+    .options = image_import_options,
     .summary = "upload an image: a rootfs tarball, a docker save tarball or a tarred OCI layout",
     .run = run_image_import,
 };
 
 const struct cli_command cmd_admin_image_build = {
     .name = "admin image build",
-    .usage = "NAME [--recipe base] [--region REGION]",
+    .args = "NAME",
+    .options = image_build_options,
     .summary = "have every node of a region (or all) build an image from a recipe",
     .run = run_image_build,
 };

@@ -22,14 +22,6 @@
 #define DEFAULT_TIMEOUT  120
 #define MAX_TIMEOUT      86400
 
-/* "/v1/instances/ID" or "/v1/instances/ID/SUFFIX", ID escaped. */
-static char *instance_path(const char *id, const char *suffix)
-{
-    cleanup_free char *e = client_escape(id);
-
-    return suffix ? xasprintf("/v1/instances/%s/%s", e, suffix) : xasprintf("/v1/instances/%s", e);
-}
-
 /* "24 GiB" from MiB, with one decimal when it is not whole. */
 static char *gib(int64_t mib, char *buf)
 {
@@ -216,83 +208,59 @@ static void print_access(json_t *inst)
     output_pairs(stdout, pairs, ARRAY_SIZE(pairs));
 }
 
-static int run_create(struct cli *cli, int argc, char **argv)
-{
-    enum {
-        OPT_GPU_MODEL = 1,
-        OPT_GPUS,
-        OPT_IMAGE,
-        OPT_DATA_DISK,
-        OPT_NAME,
-        OPT_REGION,
-        OPT_NO_WAIT,
-        OPT_TIMEOUT,
-        OPT_PLAN,
-        OPT_AUTO_RENEW
-    };
-    static const struct option opts[] = {
-        { "gpu-model", required_argument, NULL, OPT_GPU_MODEL },
-        { "gpus", required_argument, NULL, OPT_GPUS },
-        { "image", required_argument, NULL, OPT_IMAGE },
-        { "data-disk", required_argument, NULL, OPT_DATA_DISK },
-        { "name", required_argument, NULL, OPT_NAME },
-        { "region", required_argument, NULL, OPT_REGION },
-        { "no-wait", no_argument, NULL, OPT_NO_WAIT },
-        { "timeout", required_argument, NULL, OPT_TIMEOUT },
-        { "plan", required_argument, NULL, OPT_PLAN },
-        { "auto-renew", no_argument, NULL, OPT_AUTO_RENEW },
-        { 0 },
-    };
-    struct sl_error err = SL_ERROR_INIT;
-    const char *model = NULL, *image = "debian-12", *name = NULL, *region = NULL, *plan = NULL;
-    int64_t gpus = 1, disk = 50, timeout = DEFAULT_TIMEOUT;
-    bool wait = true, auto_renew = false;
-    char key[33];
-    int c, status;
-
-    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
-        int rc = 0;
-        switch (c) {
-        case OPT_GPU_MODEL:
-            model = optarg;
-            break;
-        case OPT_GPUS:
-            rc = cli_parse_int(cli, "--gpus", optarg, 1, 8, &gpus);
-            break;
-        case OPT_IMAGE:
-            image = optarg;
-            break;
-        case OPT_DATA_DISK:
-            rc = cli_parse_int(cli, "--data-disk", optarg, 1, 1 << 20, &disk);
-            break;
-        case OPT_NAME:
-            name = optarg;
-            break;
-        case OPT_REGION:
-            region = optarg;
-            break;
-        case OPT_NO_WAIT:
-            wait = false;
-            break;
-        case OPT_TIMEOUT:
-            rc = cli_parse_int(cli, "--timeout", optarg, 1, MAX_TIMEOUT, &timeout);
-            break;
-        case OPT_PLAN:
-            plan = optarg;
-            break;
-        case OPT_AUTO_RENEW:
-            auto_renew = true;
-            break;
-        default:
-            return cli_usage_error(cli, "bad option");
-        }
-        if (rc < 0)
-            return CLI_EXIT_USAGE;
+/* The options of the commands that wait for the state they ask for. */
+#define WAIT_OPTIONS                                                                               \
+    { .name = "no-wait", .help = "return at once with the state the server answered" },            \
+    {                                                                                              \
+        .name = "timeout", .arg = "SECONDS", .type = CLI_OPT_INT, .min = 1, .max = MAX_TIMEOUT,    \
+        .help = "wait at most this long (default 120); the instance goes on after"                 \
     }
-    if ((status = cli_positionals(cli, argc, argv, 0)))
-        return status;
-    if (!model || !*model)
-        return cli_usage_error(cli, "give --gpu-model (see suanli market)");
+
+static const struct cli_option create_options[] = {
+    { .name = "gpu-model",
+      .arg = "MODEL",
+      .required = true,
+      .help = "the GPU model, as suanli market lists them" },
+    { .name = "gpus",
+      .arg = "N",
+      .type = CLI_OPT_INT,
+      .min = 1,
+      .max = 8,
+      .help = "how many GPUs (default 1)" },
+    { .name = "image",
+      .arg = "IMAGE",
+      .help = "the image it starts from, as suanli image ls lists them (default debian-12)" },
+    { .name = "data-disk",
+      .arg = "GIB",
+      .type = CLI_OPT_INT,
+      .min = 1,
+      .max = 1 << 20,
+      .help = "the data disk's size in GiB (default 50)" },
+    { .name = "name",
+      .arg = "NAME",
+      .help = "a name, one per instance of yours: commands take it where they take the id" },
+    { .name = "region", .arg = "REGION", .help = "the region (default: any with the GPUs free)" },
+    { .name = "plan",
+      .arg = "day|week|month",
+      .help = "prepay the GPUs for a day, a week or a month (default: pay-as-you-go)" },
+    { .name = "auto-renew",
+      .help = "with --plan: renew the plan at its end while the balance allows" },
+    WAIT_OPTIONS,
+    { 0 },
+};
+
+static int run_create(struct cli *cli, const struct cli_args *a)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    const char *model = cli_text(a, "gpu-model", NULL), *image = cli_text(a, "image", "debian-12"),
+               *name = cli_text(a, "name", NULL), *region = cli_text(a, "region", NULL),
+               *plan = cli_text(a, "plan", NULL);
+    int64_t gpus = cli_number(a, "gpus", 1), disk = cli_number(a, "data-disk", 50),
+            timeout = cli_number(a, "timeout", DEFAULT_TIMEOUT);
+    bool wait = !cli_has(a, "no-wait"), auto_renew = cli_has(a, "auto-renew");
+    char key[33];
+    int status;
+
     if (plan && !cli_is_plan(plan))
         return cli_usage_error(cli,
                                "--plan takes day, week, month or payg (pay-as-you-go), not "
@@ -316,7 +284,7 @@ static int run_create(struct cli *cli, int argc, char **argv)
     /* a retry of this very request never makes a second instance */
     sl_random_hex(key, 16);
     cleanup_json json_t *inst = NULL;
-    if (client_request(&cli->client, "POST", "/v1/instances", body, key, &inst, &err) < 0)
+    if (sl_client_request(&cli->client, "POST", "/v1/instances", body, key, &inst, &err) < 0)
         return cli_fail(&err);
     status = wait ? wait_for(cli, &inst, "running", timeout) : CLI_EXIT_OK;
     if (cli->output == OUTPUT_JSON)
@@ -326,35 +294,31 @@ static int run_create(struct cli *cli, int argc, char **argv)
     return status;
 }
 
-static int run_ls(struct cli *cli, int argc, char **argv)
-{
-    static const struct option opts[] = {
-        { "all", no_argument, NULL, 'a' },
-        { "state", required_argument, NULL, 's' },
-        { 0 },
-    };
-    struct sl_error err = SL_ERROR_INIT;
-    const char *state = NULL;
-    bool all = false;
-    int c, status;
+static const struct cli_option ls_options[] = {
+    { .name = "all", .help = "released instances too" },
+    { .name = "state",
+      .arg = "STATE",
+      .help = "only those in one state: creating, running, stopping, stopped, starting, "
+              "releasing, released, failed (or all)" },
+    { 0 },
+};
 
-    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
-        if (c == 'a')
-            all = true;
-        else if (c == 's')
-            state = optarg;
-        else
-            return cli_usage_error(cli, "bad option");
-    }
-    if ((status = cli_positionals(cli, argc, argv, 0)) || (status = cli_need_token(cli)))
+static int run_ls(struct cli *cli, const struct cli_args *a)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    const char *state = cli_text(a, "state", NULL);
+    bool all = cli_has(a, "all");
+    int status;
+
+    if ((status = cli_need_token(cli)))
         return status;
     /* the server leaves released instances out unless asked for them */
     if (all && !state)
         state = "all";
-    cleanup_free char *escaped = state ? client_escape(state) : NULL;
+    cleanup_free char *escaped = state ? sl_client_escape(state) : NULL;
     cleanup_free char *path =
         state ? xasprintf("/v1/instances?state=%s", escaped) : xstrdup("/v1/instances");
-    cleanup_json json_t *list = client_list(&cli->client, path, 500, &err);
+    cleanup_json json_t *list = sl_client_list(&cli->client, path, 500, &err);
     if (!list)
         return cli_fail(&err);
     json_t *items = json_object_get(list, "items");
@@ -394,37 +358,23 @@ static int run_ls(struct cli *cli, int argc, char **argv)
     return CLI_EXIT_OK;
 }
 
-/* Parses no options and one ID, then GETs the instance. */
-static int get_one(struct cli *cli, int argc, char **argv, json_t **inst)
+static int run_show(struct cli *cli, const struct cli_args *a)
 {
-    static const struct option none[] = { { 0 } };
     struct sl_error err = SL_ERROR_INIT;
-    int status;
-
-    if (cli_getopt(cli, argc, argv, none) != -1)
-        return cli_usage_error(cli, "bad option");
-    if ((status = cli_positionals(cli, argc, argv, 1)) || (status = cli_need_token(cli)))
-        return status;
-    if (!(*inst = cli_instance_get(cli, argv[optind], &err)))
-        return cli_fail(&err);
-    return CLI_EXIT_OK;
-}
-
-static int run_show(struct cli *cli, int argc, char **argv)
-{
     cleanup_json json_t *inst = NULL;
     int status;
 
-    if ((status = get_one(cli, argc, argv, &inst)))
+    if ((status = cli_need_token(cli)))
         return status;
+    if (!(inst = cli_instance_find(cli, a->argv[0], &err)))
+        return cli_fail(&err);
     if (cli->output == OUTPUT_JSON) {
         output_json(stdout, inst);
         return CLI_EXIT_OK;
     }
     /* the currency the amounts are in; without it they print bare */
-    struct sl_error err = SL_ERROR_INIT;
     cleanup_json json_t *balance = NULL;
-    if (client_request(&cli->client, "GET", "/v1/balance", NULL, NULL, &balance, &err) < 0)
+    if (sl_client_request(&cli->client, "GET", "/v1/balance", NULL, NULL, &balance, &err) < 0)
         sl_error_clear(&err);
     const char *currency = jstr(balance, "currency");
     char plan[128], price[OUTPUT_MONEY_MAX + 16], charged[OUTPUT_MONEY_MAX],
@@ -512,22 +462,21 @@ static bool event_kind_word(const char *kind)
     return true;
 }
 
-static int run_events(struct cli *cli, int argc, char **argv)
-{
-    static const struct option opts[] = { { "kind", required_argument, NULL, 'k' }, { 0 } };
-    struct sl_error err = SL_ERROR_INIT;
-    const char *kind = NULL, *id = NULL;
-    int c, status;
+static const struct cli_option events_options[] = {
+    { .name = "kind",
+      .arg = "KIND",
+      .help = "only events of one kind: create, stop, plan, plan_ended, balance_stop, "
+              "release_warning, auto_release, ..." },
+    { 0 },
+};
 
-    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
-        if (c != 'k')
-            return cli_usage_error(cli, "bad option");
-        kind = optarg;
-    }
-    if (argc - optind > 1)
-        return cli_usage_error(cli, "unexpected argument '%s'", argv[optind + 1]);
-    if (argc - optind == 1)
-        id = argv[optind];
+static int run_events(struct cli *cli, const struct cli_args *a)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    const char *kind = cli_text(a, "kind", NULL), *id = NULL;
+    cleanup_json json_t *inst = NULL;
+    int status;
+
     if (kind && !event_kind_word(kind))
         return cli_usage_error(cli,
                                "--kind takes an event kind such as stop, plan or balance_low, "
@@ -535,11 +484,16 @@ static int run_events(struct cli *cli, int argc, char **argv)
                                kind);
     if ((status = cli_need_token(cli)))
         return status;
-    cleanup_free char *escaped = kind ? client_escape(kind) : NULL;
-    cleanup_free char *path = id     ? instance_path(id, "events")
+    if (a->argc == 1) {
+        if (!(inst = cli_instance_find(cli, a->argv[0], &err)))
+            return cli_fail(&err);
+        id = jstr(inst, "id");
+    }
+    cleanup_free char *escaped = kind ? sl_client_escape(kind) : NULL;
+    cleanup_free char *path = id     ? cli_instance_path(id, "events")
                               : kind ? xasprintf("/v1/events?kind=%s", escaped)
                                      : xstrdup("/v1/events");
-    cleanup_json json_t *list = client_list(&cli->client, path, 500, &err);
+    cleanup_json json_t *list = sl_client_list(&cli->client, path, 500, &err);
     if (!list)
         return cli_fail(&err);
     json_t *items = json_object_get(list, "items"), *ev;
@@ -604,76 +558,50 @@ static const struct lifecycle op_start = { "start", "running", "started", true, 
 static const struct lifecycle op_restart = { "restart", "running", "restarted", false, false };
 static const struct lifecycle op_release = { "release", "released", "released", false, true };
 
-/* Asks on the terminal before release deletes the disks; refuses (exit 2)
- * without one, pointing at --yes. */
-static int confirm_release(struct cli *cli, const char *id)
+/* Asks on the terminal before release deletes the disks. */
+static int confirm_release(const char *id)
 {
     char answer[16];
 
-    if (!isatty(STDIN_FILENO))
-        return cli_usage_error(cli, "release deletes the instance's disks for good: no terminal to "
-                                    "ask on, so confirm with --yes");
     fprintf(stderr,
             "release %s? Its system and data disks are deleted and cannot be recovered. "
             "[y/N] ",
             id);
     fflush(stderr);
     if (!fgets(answer, sizeof(answer), stdin) || (answer[0] != 'y' && answer[0] != 'Y')) {
-        fputs("suanli: not released\n", stderr);
+        fprintf(stderr, "suanli: %s not released\n", id);
         return CLI_EXIT_USAGE;
     }
     return CLI_EXIT_OK;
 }
 
-static int lifecycle(struct cli *cli, int argc, char **argv, const struct lifecycle *op)
+static int lifecycle(struct cli *cli, const struct cli_args *a, const struct lifecycle *op)
 {
-    enum {
-        OPT_NO_WAIT = 1,
-        OPT_TIMEOUT,
-        OPT_NO_GPU,
-        OPT_YES
-    };
-    static const struct option opts[] = {
-        { "no-wait", no_argument, NULL, OPT_NO_WAIT },
-        { "timeout", required_argument, NULL, OPT_TIMEOUT },
-        { "no-gpu", no_argument, NULL, OPT_NO_GPU },
-        { "yes", no_argument, NULL, OPT_YES },
-        { 0 },
-    };
     struct sl_error err = SL_ERROR_INIT;
-    int64_t timeout = DEFAULT_TIMEOUT;
-    bool wait = true, no_gpu = false, yes = false;
-    int c, status;
+    int64_t timeout = cli_number(a, "timeout", DEFAULT_TIMEOUT);
+    bool wait = !cli_has(a, "no-wait");
+    bool no_gpu = op->takes_no_gpu && cli_has(a, "no-gpu");
+    bool ask = op->takes_yes && !cli_has(a, "yes");
+    int status;
 
-    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
-        if (c == OPT_NO_WAIT)
-            wait = false;
-        else if (c == OPT_TIMEOUT) {
-            if (cli_parse_int(cli, "--timeout", optarg, 1, MAX_TIMEOUT, &timeout) < 0)
-                return CLI_EXIT_USAGE;
-        } else if (c == OPT_NO_GPU && op->takes_no_gpu)
-            no_gpu = true;
-        else if (c == OPT_YES && op->takes_yes)
-            yes = true;
-        else if (c == OPT_NO_GPU || c == OPT_YES)
-            return cli_usage_error(cli, "'%s' takes no option '%s'", cli->cmd->name,
-                                   argv[optind - 1]);
-        else
-            return cli_usage_error(cli, "bad option");
-    }
-    if ((status = cli_positionals(cli, argc, argv, 1)))
-        return status;
-    const char *id = argv[optind];
-    if (op->takes_yes && !yes && (status = confirm_release(cli, id)))
-        return status;
+    /* refused before anything is looked up: there is no one to ask */
+    if (ask && !isatty(STDIN_FILENO))
+        return cli_usage_error(cli, "release deletes the instance's disks for good: no terminal to "
+                                    "ask on, so confirm with --yes");
     if ((status = cli_need_token(cli)))
         return status;
-    cleanup_free char *path = instance_path(id, op->verb);
+    cleanup_json json_t *found = cli_instance_find(cli, a->argv[0], &err);
+    if (!found)
+        return cli_fail(&err);
+    cleanup_free char *id = xstrdup(jstr(found, "id"));
+    if (ask && (status = confirm_release(id)))
+        return status;
+    cleanup_free char *path = cli_instance_path(id, op->verb);
     cleanup_json json_t *body =
         op->takes_no_gpu ? json_pack("{s:s}", "mode", no_gpu ? "nogpu" : "gpu") : NULL;
     cleanup_json json_t *inst = NULL;
     /* the 409 gpus_unavailable message names the ways out; print it as it is */
-    if (client_request(&cli->client, "POST", path, body, NULL, &inst, &err) < 0)
+    if (sl_client_request(&cli->client, "POST", path, body, NULL, &inst, &err) < 0)
         return cli_fail(&err);
     if (!inst)
         inst = json_pack("{s:s}", "id", id);
@@ -696,34 +624,68 @@ static int lifecycle(struct cli *cli, int argc, char **argv, const struct lifecy
     return status;
 }
 
-static int run_stop(struct cli *cli, int argc, char **argv)
+static int run_stop(struct cli *cli, const struct cli_args *a)
 {
-    if (cli_stop_is_schedule(argc, argv))
-        return cli_stop_schedule(cli, argc, argv);
-    return lifecycle(cli, argc, argv, &op_stop);
+    bool scheduled = cli_has(a, "at") || cli_has(a, "in") || cli_has(a, "cancel");
+
+    if (scheduled && (cli_has(a, "no-wait") || cli_has(a, "timeout")))
+        return cli_usage_error(cli, "a scheduled stop (--at, --in, --cancel) waits for nothing: "
+                                    "leave out --no-wait and --timeout");
+    if (scheduled)
+        return cli_stop_schedule(cli, a);
+    return lifecycle(cli, a, &op_stop);
 }
 
-static int run_start(struct cli *cli, int argc, char **argv)
+static int run_start(struct cli *cli, const struct cli_args *a)
 {
-    return lifecycle(cli, argc, argv, &op_start);
+    return lifecycle(cli, a, &op_start);
 }
 
-static int run_restart(struct cli *cli, int argc, char **argv)
+static int run_restart(struct cli *cli, const struct cli_args *a)
 {
-    return lifecycle(cli, argc, argv, &op_restart);
+    return lifecycle(cli, a, &op_restart);
 }
 
-static int run_release(struct cli *cli, int argc, char **argv)
+static int run_release(struct cli *cli, const struct cli_args *a)
 {
-    return lifecycle(cli, argc, argv, &op_release);
+    return lifecycle(cli, a, &op_release);
 }
+
+static const struct cli_option stop_options[] = {
+    WAIT_OPTIONS,
+    { .name = "at",
+      .arg = "HH:MM|RFC3339",
+      .group = 1,
+      .help = "stop it later: the next time the local clock shows HH:MM, or at an RFC 3339 time" },
+    { .name = "in",
+      .arg = "DURATION",
+      .group = 1,
+      .help = "stop it later: after a duration such as 90s, 30m, 3h or 2d" },
+    { .name = "cancel", .group = 1, .help = "do not stop it later after all" },
+    { 0 },
+};
+
+static const struct cli_option start_options[] = {
+    { .name = "no-gpu", .help = "start in the cheap no-GPU mode (no GPUs, half a core)" },
+    WAIT_OPTIONS,
+    { 0 },
+};
+
+static const struct cli_option wait_options[] = {
+    WAIT_OPTIONS,
+    { 0 },
+};
+
+static const struct cli_option release_options[] = {
+    { .name = "yes", .help = "do not ask first (needed without a terminal)" },
+    WAIT_OPTIONS,
+    { 0 },
+};
 
 const struct cli_command cmd_create = {
     .name = "create",
     .aliases = { "instance create" },
-    .usage = "--gpu-model MODEL [--gpus N] [--image IMAGE] [--data-disk GIB] [--name NAME] "
-             "[--region REGION] [--plan day|week|month [--auto-renew]] [--no-wait] "
-             "[--timeout SECONDS]",
+    .options = create_options,
     .summary = "rent an instance and wait until it runs (1 GPU, debian-12, 50 GiB data disk, "
                "pay-as-you-go)",
     .run = run_create,
@@ -732,7 +694,7 @@ const struct cli_command cmd_create = {
 const struct cli_command cmd_ls = {
     .name = "ls",
     .aliases = { "instance ls", "instance list", "instances" },
-    .usage = "[--all] [--state STATE]",
+    .options = ls_options,
     .summary = "list your instances with their plan and when stopped ones are released "
                "(--all includes released ones)",
     .run = run_ls,
@@ -741,7 +703,7 @@ const struct cli_command cmd_ls = {
 const struct cli_command cmd_show = {
     .name = "show",
     .aliases = { "instance show" },
-    .usage = "ID",
+    .args = "ID|NAME",
     .summary = "an instance's state, GPUs, disks, plan, charges and SSH access",
     .run = run_show,
 };
@@ -749,7 +711,8 @@ const struct cli_command cmd_show = {
 const struct cli_command cmd_events = {
     .name = "events",
     .aliases = { "instance events" },
-    .usage = "[ID] [--kind KIND]",
+    .args = "[ID|NAME]",
+    .options = events_options,
     .summary = "your events (or one instance's), oldest first: state changes, plans, balance "
                "and release warnings, with their reasons",
     .run = run_events,
@@ -759,8 +722,8 @@ const struct cli_command cmd_events = {
 const struct cli_command cmd_stop = {
     .name = "stop",
     .aliases = { "instance stop" },
-    .usage = "ID [--no-wait] [--timeout SECONDS] | ID --at HH:MM|RFC3339 | ID --in DURATION | "
-             "ID --cancel",
+    .args = "ID|NAME",
+    .options = stop_options,
     .summary = "stop an instance: its GPUs go back to the pool, its disks stay (--at, --in: "
                "later, as scheduled; --cancel: not after all)",
     .run = run_stop,
@@ -769,7 +732,8 @@ const struct cli_command cmd_stop = {
 const struct cli_command cmd_start = {
     .name = "start",
     .aliases = { "instance start" },
-    .usage = "ID [--no-gpu] [--no-wait] [--timeout SECONDS]",
+    .args = "ID|NAME",
+    .options = start_options,
     .summary = "start a stopped instance (--no-gpu: cheap no-GPU mode)",
     .run = run_start,
 };
@@ -777,7 +741,8 @@ const struct cli_command cmd_start = {
 const struct cli_command cmd_restart = {
     .name = "restart",
     .aliases = { "instance restart" },
-    .usage = "ID [--no-wait] [--timeout SECONDS]",
+    .args = "ID|NAME",
+    .options = wait_options,
     .summary = "restart an instance",
     .run = run_restart,
 };
@@ -785,7 +750,8 @@ const struct cli_command cmd_restart = {
 const struct cli_command cmd_release = {
     .name = "release",
     .aliases = { "instance release" },
-    .usage = "ID [--yes] [--no-wait] [--timeout SECONDS]",
+    .args = "ID|NAME",
+    .options = release_options,
     .summary = "release an instance: its disks are deleted for good",
     .run = run_release,
 };

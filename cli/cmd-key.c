@@ -46,31 +46,27 @@ static char *read_key_file(const char *path, struct sl_error *err)
     return sl_buf_detach(&text, NULL);
 }
 
-static int run_key_add(struct cli *cli, int argc, char **argv)
-{
-    static const struct option opts[] = {
-        { "name", required_argument, NULL, 'n' },
-        { 0 },
-    };
-    struct sl_error err = SL_ERROR_INIT;
-    const char *name = NULL;
-    int c, status;
+static const struct cli_option key_add_options[] = {
+    { .name = "name", .arg = "NAME", .help = "what to call the key (default: its comment)" },
+    { 0 },
+};
 
-    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
-        if (c != 'n')
-            return cli_usage_error(cli, "bad option");
-        name = optarg;
-    }
-    if ((status = cli_positionals(cli, argc, argv, 1)) || (status = cli_need_token(cli)))
+static int run_key_add(struct cli *cli, const struct cli_args *a)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    const char *name = cli_text(a, "name", NULL);
+    int status;
+
+    if ((status = cli_need_token(cli)))
         return status;
-    cleanup_free char *text = read_key_file(argv[optind], &err);
+    cleanup_free char *text = read_key_file(a->argv[0], &err);
     if (!text)
         return cli_fail(&err);
     cleanup_json json_t *body = json_pack("{s:s}", "public_key", text);
     if (name)
         json_object_set_new(body, "name", json_string(name));
     cleanup_json json_t *key = NULL;
-    if (client_request(&cli->client, "POST", "/v1/ssh-keys", body, NULL, &key, &err) < 0)
+    if (sl_client_request(&cli->client, "POST", "/v1/ssh-keys", body, NULL, &key, &err) < 0)
         return cli_fail(&err);
     if (cli->output == OUTPUT_JSON)
         output_json(stdout, key);
@@ -80,14 +76,15 @@ static int run_key_add(struct cli *cli, int argc, char **argv)
     return CLI_EXIT_OK;
 }
 
-static int run_key_ls(struct cli *cli, int argc, char **argv)
+static int run_key_ls(struct cli *cli, const struct cli_args *a)
 {
     struct sl_error err = SL_ERROR_INIT;
     int status;
 
-    if ((status = cli_no_args(cli, argc, argv)) || (status = cli_need_token(cli)))
+    (void)a;
+    if ((status = cli_need_token(cli)))
         return status;
-    cleanup_json json_t *list = client_list(&cli->client, "/v1/ssh-keys", 100, &err);
+    cleanup_json json_t *list = sl_client_list(&cli->client, "/v1/ssh-keys", 100, &err);
     if (!list)
         return cli_fail(&err);
     if (cli->output == OUTPUT_JSON) {
@@ -112,14 +109,15 @@ static int run_key_ls(struct cli *cli, int argc, char **argv)
     return CLI_EXIT_OK;
 }
 
-static int run_key_rm(struct cli *cli, int argc, char **argv)
+static int run_key_rm(struct cli *cli, const struct cli_args *a)
 {
-    return cli_remove_one(cli, argc, argv, "/v1/ssh-keys", "key");
+    return cli_remove_one(cli, a, "/v1/ssh-keys", "key");
 }
 
 const struct cli_command cmd_key_add = {
     .name = "key add",
-    .usage = "FILE|- [--name NAME]",
+    .args = "FILE|-",
+    .options = key_add_options,
     .summary = "register an SSH public key (an OpenSSH .pub file, or - for stdin)",
     .run = run_key_add,
 };
@@ -127,7 +125,6 @@ const struct cli_command cmd_key_add = {
 const struct cli_command cmd_key_ls = {
     .name = "key ls",
     .aliases = { "key list", "keys" },
-    .usage = "",
     .summary = "list your SSH public keys",
     .run = run_key_ls,
 };
@@ -135,7 +132,7 @@ const struct cli_command cmd_key_ls = {
 const struct cli_command cmd_key_rm = {
     .name = "key rm",
     .aliases = { "key remove" },
-    .usage = "ID",
+    .args = "ID",
     .summary = "remove an SSH public key",
     .run = run_key_rm,
 };

@@ -18,30 +18,18 @@ static char *gib(int64_t mib, char *buf)
     return buf;
 }
 
-/* Parses an optional --region R; returns the path with ?region= appended. */
-static int region_path(struct cli *cli, int argc, char **argv, const char *base, char **path)
-{
-    static const struct option opts[] = {
-        { "region", required_argument, NULL, 'r' },
-        { 0 },
-    };
-    const char *region = NULL;
-    int c, status;
+static const struct cli_option region_options[] = {
+    { .name = "region", .arg = "REGION", .help = "only one region (default: all)" },
+    { 0 },
+};
 
-    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
-        if (c != 'r')
-            return cli_usage_error(cli, "bad option");
-        region = optarg;
-    }
-    if ((status = cli_positionals(cli, argc, argv, 0)) || (status = cli_need_token(cli)))
-        return status;
-    if (region) {
-        cleanup_free char *r = client_escape(region);
-        *path = xasprintf("%s?region=%s", base, r);
-    } else {
-        *path = xstrdup(base);
-    }
-    return CLI_EXIT_OK;
+/* base with ?region= when --region was given; a new string. */
+static char *region_path(const struct cli_args *a, const char *base)
+{
+    const char *region = cli_text(a, "region", NULL);
+    cleanup_free char *r = region ? sl_client_escape(region) : NULL;
+
+    return r ? xasprintf("%s?region=%s", base, r) : xstrdup(base);
 }
 
 static const char *price(json_t *j, const char *key, const char *currency, const char *unit,
@@ -71,16 +59,16 @@ static char *supply(json_t *m, char *buf, size_t size)
     return buf;
 }
 
-static int run_market(struct cli *cli, int argc, char **argv)
+static int run_market(struct cli *cli, const struct cli_args *a)
 {
     struct sl_error err = SL_ERROR_INIT;
-    cleanup_free char *path = NULL;
     cleanup_json json_t *market = NULL;
     int status;
 
-    if ((status = region_path(cli, argc, argv, "/v1/market", &path)))
+    if ((status = cli_need_token(cli)))
         return status;
-    if (client_request(&cli->client, "GET", path, NULL, NULL, &market, &err) < 0)
+    cleanup_free char *path = region_path(a, "/v1/market");
+    if (sl_client_request(&cli->client, "GET", path, NULL, NULL, &market, &err) < 0)
         return cli_fail(&err);
     if (cli->output == OUTPUT_JSON) {
         output_json(stdout, market);
@@ -133,17 +121,18 @@ static int run_market(struct cli *cli, int argc, char **argv)
     return CLI_EXIT_OK;
 }
 
-static int run_regions(struct cli *cli, int argc, char **argv)
+static int run_regions(struct cli *cli, const struct cli_args *a)
 {
     struct sl_error err = SL_ERROR_INIT;
     cleanup_json json_t *list = NULL;
     int status;
 
-    if ((status = cli_no_args(cli, argc, argv)) || (status = cli_need_token(cli)))
+    (void)a;
+    if ((status = cli_need_token(cli)))
         return status;
-    if (client_request(&cli->client, "GET",
-                       cli->cmd == &cmd_admin_region_ls ? "/v1/admin/regions" : "/v1/regions", NULL,
-                       NULL, &list, &err) < 0)
+    if (sl_client_request(&cli->client, "GET",
+                          cli->cmd == &cmd_admin_region_ls ? "/v1/admin/regions" : "/v1/regions",
+                          NULL, NULL, &list, &err) < 0)
         return cli_fail(&err);
     if (cli->output == OUTPUT_JSON) {
         output_json(stdout, list);
@@ -167,18 +156,17 @@ static int run_regions(struct cli *cli, int argc, char **argv)
     return CLI_EXIT_OK;
 }
 
-static int run_gpu_models(struct cli *cli, int argc, char **argv)
+static int run_gpu_models(struct cli *cli, const struct cli_args *a)
 {
     struct sl_error err = SL_ERROR_INIT;
-    cleanup_free char *path = NULL;
     cleanup_json json_t *list = NULL;
     bool admin = cli->cmd == &cmd_admin_gpu_model_ls;
     int status;
 
-    if ((status = region_path(cli, argc, argv, admin ? "/v1/admin/gpu-models" : "/v1/gpu-models",
-                              &path)))
+    if ((status = cli_need_token(cli)))
         return status;
-    if (client_request(&cli->client, "GET", path, NULL, NULL, &list, &err) < 0)
+    cleanup_free char *path = region_path(a, admin ? "/v1/admin/gpu-models" : "/v1/gpu-models");
+    if (sl_client_request(&cli->client, "GET", path, NULL, NULL, &list, &err) < 0)
         return cli_fail(&err);
     if (cli->output == OUTPUT_JSON) {
         output_json(stdout, list);
@@ -212,7 +200,7 @@ static int run_gpu_models(struct cli *cli, int argc, char **argv)
 
 const struct cli_command cmd_market = {
     .name = "market",
-    .usage = "[--region REGION]",
+    .options = region_options,
     .summary = "GPU models for rent in each region, with prices and free GPUs",
     .run = run_market,
 };
@@ -220,7 +208,6 @@ const struct cli_command cmd_market = {
 const struct cli_command cmd_regions = {
     .name = "regions",
     .aliases = { "region ls", "region list" },
-    .usage = "",
     .summary = "list the regions",
     .run = run_regions,
 };
@@ -228,7 +215,7 @@ const struct cli_command cmd_regions = {
 const struct cli_command cmd_gpu_models = {
     .name = "gpu-models",
     .aliases = { "gpu-model ls", "gpu-model list" },
-    .usage = "[--region REGION]",
+    .options = region_options,
     .summary = "list the GPU models with their hourly price",
     .run = run_gpu_models,
 };
@@ -237,7 +224,6 @@ const struct cli_command cmd_gpu_models = {
 const struct cli_command cmd_admin_region_ls = {
     .name = "admin region ls",
     .aliases = { "admin region list" },
-    .usage = "",
     .summary = "list the regions (admin)",
     .run = run_regions,
 };
@@ -245,7 +231,7 @@ const struct cli_command cmd_admin_region_ls = {
 const struct cli_command cmd_admin_gpu_model_ls = {
     .name = "admin gpu-model ls",
     .aliases = { "admin gpu-model list" },
-    .usage = "[--region REGION]",
+    .options = region_options,
     .summary = "list the GPU models with their price (admin)",
     .run = run_gpu_models,
 };

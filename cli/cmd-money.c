@@ -8,15 +8,16 @@
 
 #include <stdio.h>
 
-static int run_balance(struct cli *cli, int argc, char **argv)
+static int run_balance(struct cli *cli, const struct cli_args *a)
 {
     struct sl_error err = SL_ERROR_INIT;
     cleanup_json json_t *b = NULL;
     int status;
 
-    if ((status = cli_no_args(cli, argc, argv)) || (status = cli_need_token(cli)))
+    (void)a;
+    if ((status = cli_need_token(cli)))
         return status;
-    if (client_request(&cli->client, "GET", "/v1/balance", NULL, NULL, &b, &err) < 0)
+    if (sl_client_request(&cli->client, "GET", "/v1/balance", NULL, NULL, &b, &err) < 0)
         return cli_fail(&err);
     if (cli->output == OUTPUT_JSON) {
         output_json(stdout, b);
@@ -52,36 +53,32 @@ static int run_balance(struct cli *cli, int argc, char **argv)
     return CLI_EXIT_OK;
 }
 
-static int run_ledger(struct cli *cli, int argc, char **argv)
-{
-    static const struct option opts[] = {
-        { "limit", required_argument, NULL, 'l' },
-        { "all", no_argument, NULL, 'a' },
-        { 0 },
-    };
-    struct sl_error err = SL_ERROR_INIT;
-    int64_t limit = 20;
-    bool all = false;
-    int c, status;
+static const struct cli_option ledger_options[] = {
+    { .name = "limit",
+      .arg = "N",
+      .type = CLI_OPT_INT,
+      .min = 1,
+      .max = 500,
+      .help = "show the N newest entries (default 20)" },
+    { .name = "all", .help = "show every entry" },
+    { 0 },
+};
 
-    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
-        if (c == 'l') {
-            if (cli_parse_int(cli, "--limit", optarg, 1, 500, &limit) < 0)
-                return CLI_EXIT_USAGE;
-        } else if (c == 'a') {
-            all = true;
-        } else {
-            return cli_usage_error(cli, "bad option");
-        }
-    }
-    if ((status = cli_positionals(cli, argc, argv, 0)) || (status = cli_need_token(cli)))
+static int run_ledger(struct cli *cli, const struct cli_args *a)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    int64_t limit = cli_number(a, "limit", 20);
+    bool all = cli_has(a, "all");
+    int status;
+
+    if ((status = cli_need_token(cli)))
         return status;
     cleanup_json json_t *page = NULL;
     if (all) {
-        page = client_list(&cli->client, "/v1/ledger", 500, &err);
+        page = sl_client_list(&cli->client, "/v1/ledger", 500, &err);
     } else {
         cleanup_free char *path = xasprintf("/v1/ledger?limit=%lld", (long long)limit);
-        if (client_request(&cli->client, "GET", path, NULL, NULL, &page, &err) < 0)
+        if (sl_client_request(&cli->client, "GET", path, NULL, NULL, &page, &err) < 0)
             page = NULL;
     }
     if (!page)
@@ -116,14 +113,13 @@ static int run_ledger(struct cli *cli, int argc, char **argv)
 
 const struct cli_command cmd_balance = {
     .name = "balance",
-    .usage = "",
     .summary = "show your balance, what you spend per hour and how long the balance lasts",
     .run = run_balance,
 };
 
 const struct cli_command cmd_ledger = {
     .name = "ledger",
-    .usage = "[--limit N] [--all]",
+    .options = ledger_options,
     .summary = "list the money entries of your account, newest first",
     .run = run_ledger,
 };

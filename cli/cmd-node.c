@@ -50,14 +50,15 @@ static char *gpus_text(json_t *node, char *buf, size_t size)
     return buf;
 }
 
-static int run_node_ls(struct cli *cli, int argc, char **argv)
+static int run_node_ls(struct cli *cli, const struct cli_args *a)
 {
     struct sl_error err = SL_ERROR_INIT;
     int status;
 
-    if ((status = cli_no_args(cli, argc, argv)) || (status = cli_need_token(cli)))
+    (void)a;
+    if ((status = cli_need_token(cli)))
         return status;
-    cleanup_json json_t *list = client_list(&cli->client, "/v1/admin/nodes", 500, &err);
+    cleanup_json json_t *list = sl_client_list(&cli->client, "/v1/admin/nodes", 500, &err);
     if (!list)
         return cli_fail(&err);
     if (cli->output == OUTPUT_JSON) {
@@ -95,20 +96,17 @@ static int run_node_ls(struct cli *cli, int argc, char **argv)
     return CLI_EXIT_OK;
 }
 
-static int run_node_show(struct cli *cli, int argc, char **argv)
+static int run_node_show(struct cli *cli, const struct cli_args *a)
 {
-    static const struct option none[] = { { 0 } };
     struct sl_error err = SL_ERROR_INIT;
     int status;
 
-    if (cli_getopt(cli, argc, argv, none) != -1)
-        return cli_usage_error(cli, "bad option");
-    if ((status = cli_positionals(cli, argc, argv, 1)) || (status = cli_need_token(cli)))
+    if ((status = cli_need_token(cli)))
         return status;
-    cleanup_free char *id = client_escape(argv[optind]);
+    cleanup_free char *id = sl_client_escape(a->argv[0]);
     cleanup_free char *path = xasprintf("/v1/admin/nodes/%s", id);
     cleanup_json json_t *node = NULL;
-    if (client_request(&cli->client, "GET", path, NULL, NULL, &node, &err) < 0)
+    if (sl_client_request(&cli->client, "GET", path, NULL, NULL, &node, &err) < 0)
         return cli_fail(&err);
     if (cli->output == OUTPUT_JSON) {
         output_json(stdout, node);
@@ -174,35 +172,33 @@ static int run_node_show(struct cli *cli, int argc, char **argv)
     return CLI_EXIT_OK;
 }
 
-static int run_join_token_create(struct cli *cli, int argc, char **argv)
-{
-    static const struct option opts[] = {
-        { "region", required_argument, NULL, 'r' },
-        { "hours", required_argument, NULL, 'h' },
-        { "uses", required_argument, NULL, 'u' },
-        { 0 },
-    };
-    struct sl_error err = SL_ERROR_INIT;
-    const char *region = NULL;
-    int64_t hours = 0, uses = 1;
-    int c, status;
+static const struct cli_option join_token_create_options[] = {
+    { .name = "region",
+      .arg = "REGION",
+      .required = true,
+      .help = "the region the hosts join, as suanli admin region ls lists them" },
+    { .name = "hours",
+      .arg = "N",
+      .type = CLI_OPT_INT,
+      .min = 1,
+      .max = 24 * 365,
+      .help = "the token expires after N hours (default: the server's)" },
+    { .name = "uses",
+      .arg = "N",
+      .type = CLI_OPT_INT,
+      .min = 1,
+      .max = 10000,
+      .help = "how many hosts may join with it (default 1)" },
+    { 0 },
+};
 
-    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
-        if (c == 'r')
-            region = optarg;
-        else if (c == 'h') {
-            if (cli_parse_int(cli, "--hours", optarg, 1, 24 * 365, &hours) < 0)
-                return CLI_EXIT_USAGE;
-        } else if (c == 'u') {
-            if (cli_parse_int(cli, "--uses", optarg, 1, 10000, &uses) < 0)
-                return CLI_EXIT_USAGE;
-        } else
-            return cli_usage_error(cli, "bad option");
-    }
-    if ((status = cli_positionals(cli, argc, argv, 0)))
-        return status;
-    if (!region || !*region)
-        return cli_usage_error(cli, "give --region (see suanli admin region ls)");
+static int run_join_token_create(struct cli *cli, const struct cli_args *a)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    const char *region = cli_text(a, "region", NULL);
+    int64_t hours = cli_number(a, "hours", 0), uses = cli_number(a, "uses", 1);
+    int status;
+
     if ((status = cli_need_token(cli)))
         return status;
     cleanup_json json_t *body =
@@ -210,7 +206,8 @@ static int run_join_token_create(struct cli *cli, int argc, char **argv)
     if (hours)
         json_object_set_new(body, "expires_in_hours", json_integer(hours));
     cleanup_json json_t *tok = NULL;
-    if (client_request(&cli->client, "POST", "/v1/admin/join-tokens", body, NULL, &tok, &err) < 0)
+    if (sl_client_request(&cli->client, "POST", "/v1/admin/join-tokens", body, NULL, &tok, &err) <
+        0)
         return cli_fail(&err);
     if (cli->output == OUTPUT_JSON) {
         output_json(stdout, tok);
@@ -228,14 +225,15 @@ static int run_join_token_create(struct cli *cli, int argc, char **argv)
     return CLI_EXIT_OK;
 }
 
-static int run_join_token_ls(struct cli *cli, int argc, char **argv)
+static int run_join_token_ls(struct cli *cli, const struct cli_args *a)
 {
     struct sl_error err = SL_ERROR_INIT;
     int status;
 
-    if ((status = cli_no_args(cli, argc, argv)) || (status = cli_need_token(cli)))
+    (void)a;
+    if ((status = cli_need_token(cli)))
         return status;
-    cleanup_json json_t *list = client_list(&cli->client, "/v1/admin/join-tokens", 500, &err);
+    cleanup_json json_t *list = sl_client_list(&cli->client, "/v1/admin/join-tokens", 500, &err);
     if (!list)
         return cli_fail(&err);
     if (cli->output == OUTPUT_JSON) {
@@ -266,29 +264,28 @@ static int run_join_token_ls(struct cli *cli, int argc, char **argv)
     return CLI_EXIT_OK;
 }
 
-static int run_join_token_rm(struct cli *cli, int argc, char **argv)
+static int run_join_token_rm(struct cli *cli, const struct cli_args *a)
 {
-    return cli_remove_one(cli, argc, argv, "/v1/admin/join-tokens", "join token");
+    return cli_remove_one(cli, a, "/v1/admin/join-tokens", "join token");
 }
 
 const struct cli_command cmd_admin_node_ls = {
     .name = "admin node ls",
     .aliases = { "admin node list", "admin nodes" },
-    .usage = "",
     .summary = "list the GPU hosts with their free GPUs",
     .run = run_node_ls,
 };
 
 const struct cli_command cmd_admin_node_show = {
     .name = "admin node show",
-    .usage = "ID",
+    .args = "ID",
     .summary = "a GPU host's inventory and each of its GPUs",
     .run = run_node_show,
 };
 
 const struct cli_command cmd_admin_join_token_create = {
     .name = "admin join-token create",
-    .usage = "--region REGION [--hours N] [--uses N]",
+    .options = join_token_create_options,
     .summary = "make a token for hosts to join a region (shown once; one host joins with it, N "
                "with --uses N, until it expires or is revoked)",
     .run = run_join_token_create,
@@ -297,7 +294,6 @@ const struct cli_command cmd_admin_join_token_create = {
 const struct cli_command cmd_admin_join_token_ls = {
     .name = "admin join-token ls",
     .aliases = { "admin join-token list", "admin join-tokens" },
-    .usage = "",
     .summary = "list the unexpired join tokens with their uses (used/most)",
     .run = run_join_token_ls,
 };
@@ -305,7 +301,7 @@ const struct cli_command cmd_admin_join_token_ls = {
 const struct cli_command cmd_admin_join_token_rm = {
     .name = "admin join-token rm",
     .aliases = { "admin join-token remove", "admin join-token revoke" },
-    .usage = "ID",
+    .args = "ID",
     .summary = "revoke a join token",
     .run = run_join_token_rm,
 };

@@ -16,7 +16,7 @@
 /* "/v1/bills/charges?instance=ID&kind=plan_refund" */
 static char *refunds_path(const char *id)
 {
-    cleanup_free char *e = client_escape(id);
+    cleanup_free char *e = sl_client_escape(id);
 
     return xasprintf("/v1/bills/charges?instance=%s&kind=plan_refund", e);
 }
@@ -27,7 +27,7 @@ static int refunds(struct cli *cli, const char *id, int64_t after, int64_t *last
                    struct sl_error *err)
 {
     cleanup_free char *path = refunds_path(id);
-    cleanup_json json_t *list = client_list(&cli->client, path, 500, err);
+    cleanup_json json_t *list = sl_client_list(&cli->client, path, 500, err);
     json_t *c;
     size_t i;
 
@@ -86,31 +86,21 @@ static void print_outcome(json_t *before, json_t *after, int64_t refunded, const
     putchar('\n');
 }
 
-static int run_plan(struct cli *cli, int argc, char **argv)
-{
-    enum {
-        OPT_AUTO_RENEW = 1,
-        OPT_NO_AUTO_RENEW
-    };
-    static const struct option opts[] = {
-        { "auto-renew", no_argument, NULL, OPT_AUTO_RENEW },
-        { "no-auto-renew", no_argument, NULL, OPT_NO_AUTO_RENEW },
-        { 0 },
-    };
-    struct sl_error err = SL_ERROR_INIT;
-    int renew = -1, c, status;
+static const struct cli_option plan_options[] = {
+    { .name = "auto-renew",
+      .group = 1,
+      .help = "renew the plan at its end while the balance allows" },
+    { .name = "no-auto-renew", .group = 1, .help = "let the plan end: the instance stops then" },
+    { 0 },
+};
 
-    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
-        if (c == OPT_AUTO_RENEW)
-            renew = 1;
-        else if (c == OPT_NO_AUTO_RENEW)
-            renew = 0;
-        else
-            return cli_usage_error(cli, "bad option");
-    }
-    if ((status = cli_positionals(cli, argc, argv, 2)))
-        return status;
-    const char *id = argv[optind], *plan = argv[optind + 1];
+static int run_plan(struct cli *cli, const struct cli_args *a)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    const char *plan = a->argv[1];
+    int renew = cli_has(a, "auto-renew") ? 1 : cli_has(a, "no-auto-renew") ? 0 : -1;
+    int status;
+
     if (!cli_is_plan(plan))
         return cli_usage_error(cli,
                                "the plan is day, week, month or payg (pay-as-you-go), not "
@@ -121,12 +111,13 @@ static int run_plan(struct cli *cli, int argc, char **argv)
                                     "--no-auto-renew go with day, week or month");
     if ((status = cli_need_token(cli)))
         return status;
-    cleanup_free char *escaped = client_escape(id);
-    cleanup_free char *plan_path = xasprintf("/v1/instances/%s/plan", escaped);
-    cleanup_json json_t *before = cli_instance_get(cli, id, &err), *after = NULL, *balance = NULL;
+    cleanup_json json_t *before = cli_instance_find(cli, a->argv[0], &err), *after = NULL,
+                        *balance = NULL;
     int64_t last = 0, refunded = 0;
     if (!before)
         return cli_fail(&err);
+    const char *id = jstr(before, "id");
+    cleanup_free char *plan_path = cli_instance_path(id, "plan");
     /* leaving a plan refunds its unused part: find the refund by what is new */
     bool leaving = prepaid(before) && strcmp(jstr(before, "plan"), plan) != 0;
     if (leaving && refunds(cli, id, 0, &last, &refunded, &err) < 0)
@@ -137,7 +128,7 @@ static int run_plan(struct cli *cli, int argc, char **argv)
     /* it spends money: a retry of this very request never buys twice */
     char key[33];
     sl_random_hex(key, 16);
-    if (client_request(&cli->client, "POST", plan_path, body, key, &after, &err) < 0)
+    if (sl_client_request(&cli->client, "POST", plan_path, body, key, &after, &err) < 0)
         return cli_fail(&err);
     if (cli->output == OUTPUT_JSON) {
         output_json(stdout, after);
@@ -146,7 +137,7 @@ static int run_plan(struct cli *cli, int argc, char **argv)
     if (leaving && refunds(cli, id, last, &last, &refunded, &err) < 0)
         return cli_fail(&err);
     /* the currency for the amounts; without it they print bare */
-    if (client_request(&cli->client, "GET", "/v1/balance", NULL, NULL, &balance, &err) < 0)
+    if (sl_client_request(&cli->client, "GET", "/v1/balance", NULL, NULL, &balance, &err) < 0)
         sl_error_clear(&err);
     print_outcome(before, after, refunded, jstr(balance, "currency"));
     return CLI_EXIT_OK;
@@ -155,7 +146,8 @@ static int run_plan(struct cli *cli, int argc, char **argv)
 const struct cli_command cmd_plan = {
     .name = "plan",
     .aliases = { "instance plan" },
-    .usage = "ID day|week|month|payg [--auto-renew|--no-auto-renew]",
+    .args = "ID|NAME day|week|month|payg",
+    .options = plan_options,
     .summary = "prepay an instance's GPUs for a day, week or month (at a discount, GPUs kept "
                "while stopped), or go back to pay-as-you-go (refunds the price less the time used "
                "at the pay-as-you-go rate)",

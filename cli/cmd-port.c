@@ -9,103 +9,111 @@
 #include <stdio.h>
 #include <string.h>
 
-static const struct option none[] = { { 0 } };
-
-/* Both arguments, ID and PORT, with the port as a number. */
-static int id_and_port(struct cli *cli, int argc, char **argv, int64_t *port)
+/* The instance and the port of `port add|rm|public|private ID|NAME PORT`:
+ * fills *id (a new string) and *port. */
+static int instance_and_port(struct cli *cli, const struct cli_args *a, char **id, int64_t *port)
 {
+    struct sl_error err = SL_ERROR_INIT;
     int status;
 
-    if ((status = cli_positionals(cli, argc, argv, 2)) || (status = cli_need_token(cli)))
-        return status;
     /* the server names the reserved and out-of-range ports */
-    if (cli_parse_int(cli, "PORT", argv[optind + 1], -1000000, 1000000, port) < 0)
+    if (cli_parse_int(cli, "PORT", a->argv[1], -1000000, 1000000, port) < 0)
         return CLI_EXIT_USAGE;
+    if ((status = cli_need_token(cli)))
+        return status;
+    cleanup_json json_t *inst = cli_instance_find(cli, a->argv[0], &err);
+    if (!inst)
+        return cli_fail(&err);
+    *id = xstrdup(jstr(inst, "id"));
     return CLI_EXIT_OK;
 }
 
-static void print_port(json_t *p)
+/* "published port 6008 of i-ab12cd is public: open to anyone", then the
+ * link to open. */
+static void print_port(bool published, const char *id, json_t *p)
 {
-    printf("port %lld of %s: %s\n  %s\n", (long long)jint(p, "port"),
-           json_is_true(json_object_get(p, "public")) ? "is public" : "owner only",
-           json_is_true(json_object_get(p, "public")) ? "open to anyone" : "needs the access link",
-           json_is_true(json_object_get(p, "public")) ? jstr(p, "url") : jstr(p, "access_url"));
+    bool pub = json_is_true(json_object_get(p, "public"));
+
+    printf("%sport %lld of %s is %s\n  %s\n", published ? "published " : "",
+           (long long)jint(p, "port"), id,
+           pub ? "public: open to anyone" : "owner only: open it with the access link",
+           pub ? jstr(p, "url") : jstr(p, "access_url"));
 }
 
 /* POST the port, with public set when public_flag >= 0. */
-static int set_port(struct cli *cli, int argc, char **argv, int public_flag, const char *done)
+static int set_port(struct cli *cli, const struct cli_args *a, int public_flag)
 {
     struct sl_error err = SL_ERROR_INIT;
+    cleanup_free char *id = NULL;
     int64_t port;
     int status;
 
-    if (cli_getopt(cli, argc, argv, none) != -1)
-        return cli_usage_error(cli, "bad option");
-    if ((status = id_and_port(cli, argc, argv, &port)))
+    if ((status = instance_and_port(cli, a, &id, &port)))
         return status;
-    cleanup_free char *path = xasprintf("/v1/instances/%s/ports", argv[optind]);
+    cleanup_free char *path = cli_instance_path(id, "ports");
     cleanup_json json_t *body = json_pack("{s:I}", "port", (json_int_t)port);
     if (public_flag >= 0)
         json_object_set_new(body, "public", json_boolean(public_flag));
     cleanup_json json_t *out = NULL;
-    if (client_request(&cli->client, "POST", path, body, NULL, &out, &err) < 0)
+    if (sl_client_request(&cli->client, "POST", path, body, NULL, &out, &err) < 0)
         return cli_fail(&err);
     if (cli->output == OUTPUT_JSON) {
         output_json(stdout, out);
         return CLI_EXIT_OK;
     }
-    printf("%s ", done);
-    print_port(out);
+    print_port(public_flag < 0, id, out);
     return CLI_EXIT_OK;
 }
 
-static int run_port_add(struct cli *cli, int argc, char **argv)
+static int run_port_add(struct cli *cli, const struct cli_args *a)
 {
-    return set_port(cli, argc, argv, -1, "published");
+    return set_port(cli, a, -1);
 }
 
-static int run_port_public(struct cli *cli, int argc, char **argv)
+static int run_port_public(struct cli *cli, const struct cli_args *a)
 {
-    return set_port(cli, argc, argv, 1, "made public:");
+    return set_port(cli, a, 1);
 }
 
-static int run_port_private(struct cli *cli, int argc, char **argv)
+static int run_port_private(struct cli *cli, const struct cli_args *a)
 {
-    return set_port(cli, argc, argv, 0, "made private:");
+    return set_port(cli, a, 0);
 }
 
-static int run_port_rm(struct cli *cli, int argc, char **argv)
+static int run_port_rm(struct cli *cli, const struct cli_args *a)
 {
     struct sl_error err = SL_ERROR_INIT;
+    cleanup_free char *id = NULL;
     int64_t port;
     int status;
 
-    if (cli_getopt(cli, argc, argv, none) != -1)
-        return cli_usage_error(cli, "bad option");
-    if ((status = id_and_port(cli, argc, argv, &port)))
+    if ((status = instance_and_port(cli, a, &id, &port)))
         return status;
-    cleanup_free char *path =
-        xasprintf("/v1/instances/%s/ports/%lld", argv[optind], (long long)port);
+    cleanup_free char *suffix = xasprintf("ports/%lld", (long long)port);
+    cleanup_free char *path = cli_instance_path(id, suffix);
     cleanup_json json_t *out = NULL;
-    if (client_request(&cli->client, "DELETE", path, NULL, NULL, &out, &err) < 0)
+    if (sl_client_request(&cli->client, "DELETE", path, NULL, NULL, &out, &err) < 0)
         return cli_fail(&err);
-    if (cli->output != OUTPUT_JSON)
-        printf("removed port %lld of %s\n", (long long)port, argv[optind]);
+    if (cli->output == OUTPUT_JSON)
+        output_json(stdout, NULL);
+    else
+        printf("removed port %lld of %s\n", (long long)port, id);
     return CLI_EXIT_OK;
 }
 
-static int run_port_ls(struct cli *cli, int argc, char **argv)
+static int run_port_ls(struct cli *cli, const struct cli_args *a)
 {
     struct sl_error err = SL_ERROR_INIT;
     int status;
 
-    if (cli_getopt(cli, argc, argv, none) != -1)
-        return cli_usage_error(cli, "bad option");
-    if ((status = cli_positionals(cli, argc, argv, 1)) || (status = cli_need_token(cli)))
+    if ((status = cli_need_token(cli)))
         return status;
-    cleanup_free char *path = xasprintf("/v1/instances/%s/ports", argv[optind]);
+    cleanup_json json_t *inst = cli_instance_find(cli, a->argv[0], &err);
+    if (!inst)
+        return cli_fail(&err);
+    cleanup_free char *path = cli_instance_path(jstr(inst, "id"), "ports");
     cleanup_json json_t *list = NULL;
-    if (client_request(&cli->client, "GET", path, NULL, NULL, &list, &err) < 0)
+    if (sl_client_request(&cli->client, "GET", path, NULL, NULL, &list, &err) < 0)
         return cli_fail(&err);
     if (cli->output == OUTPUT_JSON) {
         output_json(stdout, list);
@@ -156,14 +164,14 @@ void cli_print_services(FILE *out, json_t *inst)
 const struct cli_command cmd_port_ls = {
     .name = "port ls",
     .aliases = { "port list", "ports" },
-    .usage = "ID",
+    .args = "ID|NAME",
     .summary = "list an instance's service ports and their links",
     .run = run_port_ls,
 };
 
 const struct cli_command cmd_port_add = {
     .name = "port add",
-    .usage = "ID PORT",
+    .args = "ID|NAME PORT",
     .summary = "publish another port of an instance (up to the operator's limit)",
     .run = run_port_add,
 };
@@ -171,21 +179,21 @@ const struct cli_command cmd_port_add = {
 const struct cli_command cmd_port_rm = {
     .name = "port rm",
     .aliases = { "port remove" },
-    .usage = "ID PORT",
+    .args = "ID|NAME PORT",
     .summary = "stop publishing a port",
     .run = run_port_rm,
 };
 
 const struct cli_command cmd_port_public = {
     .name = "port public",
-    .usage = "ID PORT",
+    .args = "ID|NAME PORT",
     .summary = "let anyone open a port's link, no sign-in",
     .run = run_port_public,
 };
 
 const struct cli_command cmd_port_private = {
     .name = "port private",
-    .usage = "ID PORT",
+    .args = "ID|NAME PORT",
     .summary = "let only the owner (and holders of the access link) in again",
     .run = run_port_private,
 };

@@ -52,7 +52,7 @@ static bool has_ssh_key(struct cli *cli)
     struct sl_error err = SL_ERROR_INIT;
     cleanup_json json_t *page = NULL;
 
-    if (client_request(&cli->client, "GET", "/v1/ssh-keys?limit=1", NULL, NULL, &page, &err) < 0)
+    if (sl_client_request(&cli->client, "GET", "/v1/ssh-keys?limit=1", NULL, NULL, &page, &err) < 0)
         return true; /* unknown: say nothing rather than something wrong */
     return json_array_size(json_object_get(page, "items")) > 0;
 }
@@ -64,16 +64,18 @@ static bool state_is(json_t *inst, const char *state)
     return s && strcmp(s, state) == 0;
 }
 
-/* The instance, running and reachable; NULL after saying why not. */
-static json_t *reachable(struct cli *cli, const char *id, int *status)
+/* The instance id_or_name names, running and reachable; NULL after saying
+ * why not. */
+static json_t *reachable(struct cli *cli, const char *id_or_name, int *status)
 {
     struct sl_error err = SL_ERROR_INIT;
-    cleanup_json json_t *inst = cli_instance_get(cli, id, &err);
+    cleanup_json json_t *inst = cli_instance_find(cli, id_or_name, &err);
 
     if (!inst) {
         *status = cli_fail(&err);
         return NULL;
     }
+    const char *id = jstr(inst, "id");
     json_t *ssh = json_object_get(inst, "ssh");
     *status = CLI_EXIT_REFUSED;
     if (state_is(inst, "released") || state_is(inst, "failed")) {
@@ -138,25 +140,28 @@ static int ssh_opts_args(const struct ssh_opts *o, const char *identity, const c
     return n;
 }
 
-static int run_ssh(struct cli *cli, int argc, char **argv)
-{
-    static const struct option opts[] = { { "identity", required_argument, NULL, 'i' }, { 0 } };
-    const char *identity = NULL;
-    int status, c;
-
-    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
-        if (c != 'i')
-            return cli_usage_error(cli, "bad option");
-        identity = optarg;
+#define IDENTITY_OPTION                                                                            \
+    {                                                                                              \
+        .name = "identity", .arg = "KEYFILE", .help = "the private key to log in with (ssh -i)"    \
     }
-    if (argc - optind < 1)
-        return cli_usage_error(cli, "missing argument");
+
+static const struct cli_option ssh_options[] = {
+    IDENTITY_OPTION,
+    { 0 },
+};
+
+static int run_ssh(struct cli *cli, const struct cli_args *a)
+{
+    const char *identity = cli_text(a, "identity", NULL);
+    int status;
+
     if ((status = cli_need_token(cli)))
         return status;
-    const char *id = argv[optind];
-    cleanup_json json_t *inst = reachable(cli, id, &status);
+    cleanup_json json_t *inst = reachable(cli, a->argv[0], &status);
     if (!inst)
         return status;
+    /* host keys are remembered under the id, whatever the instance was called by */
+    const char *id = jstr(inst, "id");
     json_t *ssh = json_object_get(inst, "ssh");
     if (!has_ssh_key(cli) && jstr(ssh, "password"))
         fprintf(stderr,
@@ -167,14 +172,14 @@ static int run_ssh(struct cli *cli, int argc, char **argv)
     ssh_opts_init(&o, id, inst);
     cleanup_free char *target =
         xasprintf("%s@%s", jstr(ssh, "user") ? jstr(ssh, "user") : "root", jstr(ssh, "host"));
-    int extra = argc - optind - 1;
+    int extra = a->argc - 1;
     cleanup_free const char **args = xcalloc((size_t)extra + 20, sizeof(char *));
     int n = 0;
     args[n++] = "ssh";
     n += ssh_opts_args(&o, identity, args + n);
     args[n++] = target;
     for (int i = 0; i < extra; i++)
-        args[n++] = argv[optind + 1 + i];
+        args[n++] = a->argv[1 + i];
     args[n] = NULL;
     fflush(stdout);
     execvp("ssh", (char *const *)args);
@@ -218,7 +223,7 @@ static bool alias_ok(const char *name)
 static int config_blocks(struct cli *cli, const char *identity, struct sl_buf *out, size_t *count,
                          struct sl_error *err)
 {
-    cleanup_json json_t *list = client_list(&cli->client, "/v1/instances", 200, err);
+    cleanup_json json_t *list = sl_client_list(&cli->client, "/v1/instances", 200, err);
     cleanup_free char *known = known_hosts_path();
     size_t i;
     json_t *inst;
@@ -312,28 +317,25 @@ static int write_ssh_config(const char *blocks, const char **path_out, struct sl
     return rc;
 }
 
-static int run_ssh_config(struct cli *cli, int argc, char **argv)
-{
-    static const struct option opts[] = { { "write", no_argument, NULL, 'w' },
-                                          { "identity", required_argument, NULL, 'i' },
-                                          { 0 } };
-    struct sl_error err = SL_ERROR_INIT;
-    const char *asked = NULL, *path = NULL;
-    bool write = false;
-    size_t count = 0;
-    int status, c;
+static const struct cli_option ssh_config_options[] = {
+    { .name = "write", .help = "merge the blocks into ~/.ssh/config instead of printing them" },
+    { .name = "identity",
+      .arg = "KEYFILE",
+      .help = "the IdentityFile (default: the first of ~/.ssh/id_ed25519, id_ecdsa, id_rsa)" },
+    { 0 },
+};
 
-    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
-        if (c == 'w')
-            write = true;
-        else if (c == 'i')
-            asked = optarg;
-        else
-            return cli_usage_error(cli, "bad option");
-    }
+static int run_ssh_config(struct cli *cli, const struct cli_args *a)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    const char *asked = cli_text(a, "identity", NULL), *path = NULL;
+    bool write = cli_has(a, "write");
+    size_t count = 0;
+    int status;
+
     if (asked && access(asked, R_OK) != 0)
         return cli_usage_error(cli, "--identity %s: %s", asked, strerror(errno));
-    if ((status = cli_positionals(cli, argc, argv, 0)) || (status = cli_need_token(cli)))
+    if ((status = cli_need_token(cli)))
         return status;
     cleanup_free char *identity = default_identity(asked);
     struct sl_buf blocks;
@@ -354,7 +356,8 @@ static int run_ssh_config(struct cli *cli, int argc, char **argv)
     return CLI_EXIT_OK;
 }
 
-/* "ID:/path" -> id and path; false for a local path. */
+/* "ID:/path" or "NAME:/path" -> the instance and the path; false for a
+ * local path. */
 static bool remote_side(const char *arg, char **id, const char **path)
 {
     const char *colon = strchr(arg, ':');
@@ -367,42 +370,38 @@ static bool remote_side(const char *arg, char **id, const char **path)
     return true;
 }
 
-static int run_cp(struct cli *cli, int argc, char **argv)
-{
-    static const struct option opts[] = { { "identity", required_argument, NULL, 'i' },
-                                          { "bwlimit", required_argument, NULL, 'b' },
-                                          { 0 } };
-    const char *identity = NULL, *src_path = NULL, *dst_path = NULL;
-    cleanup_free char *src_id = NULL, *dst_id = NULL, *bwlimit = NULL;
-    int64_t kib;
-    int status, c;
+static const struct cli_option cp_options[] = {
+    IDENTITY_OPTION,
+    { .name = "bwlimit",
+      .arg = "KIB_PER_S",
+      .type = CLI_OPT_INT,
+      .min = 1,
+      .max = 100000000,
+      .help = "copy at most this many KiB per second" },
+    { 0 },
+};
 
-    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
-        if (c == 'i') {
-            identity = optarg;
-        } else if (c == 'b') {
-            if (cli_parse_int(cli, "--bwlimit", optarg, 1, 100000000, &kib) < 0)
-                return CLI_EXIT_USAGE;
-            bwlimit = xasprintf("--bwlimit=%" PRId64, kib);
-        } else {
-            return cli_usage_error(cli, "bad option");
-        }
-    }
-    if ((status = cli_positionals(cli, argc, argv, 2)))
-        return status;
-    const char *src = argv[optind], *dst = argv[optind + 1];
+static int run_cp(struct cli *cli, const struct cli_args *a)
+{
+    const char *identity = cli_text(a, "identity", NULL), *src_path = NULL, *dst_path = NULL;
+    cleanup_free char *src_id = NULL, *dst_id = NULL, *bwlimit = NULL;
+    int status;
+
+    if (cli_has(a, "bwlimit"))
+        bwlimit = xasprintf("--bwlimit=%" PRId64, cli_number(a, "bwlimit", 0));
+    const char *src = a->argv[0], *dst = a->argv[1];
     bool src_remote = remote_side(src, &src_id, &src_path);
     bool dst_remote = remote_side(dst, &dst_id, &dst_path);
     if (src_remote == dst_remote)
         return cli_usage_error(cli,
-                               "one side must be ID:/path on an instance and the other a local "
-                               "path (e.g. suanli cp data.tar i-ab12cd:/root/data/)");
+                               "one side must be ID:/path or NAME:/path on an instance and the "
+                               "other a local path (e.g. suanli cp data.tar i-ab12cd:/root/data/)");
     if ((status = cli_need_token(cli)))
         return status;
-    const char *id = src_remote ? src_id : dst_id;
-    cleanup_json json_t *inst = reachable(cli, id, &status);
+    cleanup_json json_t *inst = reachable(cli, src_remote ? src_id : dst_id, &status);
     if (!inst)
         return status;
+    const char *id = jstr(inst, "id");
     json_t *ssh = json_object_get(inst, "ssh");
     struct ssh_opts o;
     ssh_opts_init(&o, id, inst);
@@ -441,14 +440,15 @@ static int run_cp(struct cli *cli, int argc, char **argv)
 const struct cli_command cmd_ssh = {
     .name = "ssh",
     .aliases = { "instance ssh" },
-    .usage = "ID [--identity KEYFILE] [-- COMMAND...]",
+    .args = "ID|NAME [-- COMMAND...]",
+    .options = ssh_options,
     .summary = "open a shell on an instance, or run a command there, with ssh",
     .run = run_ssh,
 };
 
 const struct cli_command cmd_ssh_config = {
     .name = "ssh-config",
-    .usage = "[--write] [--identity KEYFILE]",
+    .options = ssh_config_options,
     .summary = "a Host block per running instance for ~/.ssh/config (--write merges them in), "
                "so VS Code Remote-SSH and PyCharm connect by instance id or name",
     .run = run_ssh_config,
@@ -456,7 +456,9 @@ const struct cli_command cmd_ssh_config = {
 
 const struct cli_command cmd_cp = {
     .name = "cp",
-    .usage = "[--identity KEYFILE] [--bwlimit KIB_PER_S] SRC DST   (one of them ID:/path)",
-    .summary = "copy files to or from an instance with rsync over SSH: resumable, with progress",
+    .args = "SRC DST",
+    .options = cp_options,
+    .summary = "copy files to or from an instance with rsync over SSH, resumable, with progress: "
+               "one of SRC and DST is ID:/path or NAME:/path",
     .run = run_cp,
 };

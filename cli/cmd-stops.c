@@ -15,18 +15,6 @@
 #include <string.h>
 #include <time.h>
 
-bool cli_stop_is_schedule(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--") == 0)
-            return false;
-        if (strcmp(argv[i], "--cancel") == 0 || strncmp(argv[i], "--at", 4) == 0 ||
-            strncmp(argv[i], "--in", 4) == 0)
-            return true;
-    }
-    return false;
-}
-
 /* "2026-01-31 02:00 local (in 3h 2m)" for an RFC 3339 time, or NULL. */
 static const char *local_time_text(const char *rfc3339, char *buf, size_t size)
 {
@@ -64,40 +52,13 @@ const char *cli_idle_stop_text(json_t *inst, char *buf, size_t size)
     return buf;
 }
 
-int cli_stop_schedule(struct cli *cli, int argc, char **argv)
+int cli_stop_schedule(struct cli *cli, const struct cli_args *a)
 {
-    enum {
-        OPT_AT = 1,
-        OPT_IN,
-        OPT_CANCEL
-    };
-    static const struct option opts[] = {
-        { "at", required_argument, NULL, OPT_AT },
-        { "in", required_argument, NULL, OPT_IN },
-        { "cancel", no_argument, NULL, OPT_CANCEL },
-        { 0 },
-    };
     struct sl_error err = SL_ERROR_INIT;
-    const char *at = NULL, *in = NULL;
-    bool cancel = false;
-    int c, status;
+    const char *at = cli_text(a, "at", NULL), *in = cli_text(a, "in", NULL);
+    bool cancel = cli_has(a, "cancel");
+    int status;
 
-    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
-        if (c == OPT_AT)
-            at = optarg;
-        else if (c == OPT_IN)
-            in = optarg;
-        else if (c == OPT_CANCEL)
-            cancel = true;
-        else
-            return cli_usage_error(cli, "a scheduled stop takes --at TIME, --in DURATION or "
-                                        "--cancel (and no other option)");
-    }
-    if ((at != NULL) + (in != NULL) + cancel != 1)
-        return cli_usage_error(cli, "give one of --at TIME, --in DURATION or --cancel");
-    if ((status = cli_positionals(cli, argc, argv, 1)))
-        return status;
-    const char *id = argv[optind];
     cleanup_json json_t *body = NULL;
     if (at) {
         int64_t t;
@@ -118,10 +79,13 @@ int cli_stop_schedule(struct cli *cli, int argc, char **argv)
     }
     if ((status = cli_need_token(cli)))
         return status;
-    cleanup_free char *e = client_escape(id);
-    cleanup_free char *path = xasprintf("/v1/instances/%s/stop", e);
+    cleanup_json json_t *found = cli_instance_find(cli, a->argv[0], &err);
+    if (!found)
+        return cli_fail(&err);
+    const char *id = jstr(found, "id");
+    cleanup_free char *path = cli_instance_path(id, "stop");
     cleanup_json json_t *inst = NULL;
-    if (client_request(&cli->client, "POST", path, body, NULL, &inst, &err) < 0)
+    if (sl_client_request(&cli->client, "POST", path, body, NULL, &inst, &err) < 0)
         return cli_fail(&err);
     if (cli->output == OUTPUT_JSON) {
         output_json(stdout, inst);
@@ -170,71 +134,64 @@ static int parse_period(struct cli *cli, const char *what, const char *text, int
     return 0;
 }
 
-static int run_idle_stop(struct cli *cli, int argc, char **argv)
-{
-    enum {
-        OPT_AFTER = 1,
-        OPT_OFF,
-        OPT_INHERIT,
-        OPT_DEFAULT
-    };
-    static const struct option opts[] = {
-        { "after", required_argument, NULL, OPT_AFTER },
-        { "off", no_argument, NULL, OPT_OFF },
-        { "inherit", no_argument, NULL, OPT_INHERIT },
-        { "default", required_argument, NULL, OPT_DEFAULT },
-        { 0 },
-    };
-    struct sl_error err = SL_ERROR_INIT;
-    const char *after = NULL, *def = NULL;
-    bool off = false, inherit = false;
-    int c, status;
+static const struct cli_option idle_stop_options[] = {
+    { .name = "after",
+      .arg = "DURATION",
+      .group = 1,
+      .help = "stop the instance after this long idle: 10s to 30d, such as 30m or 2h" },
+    { .name = "off",
+      .group = 1,
+      .help = "never stop the instance for idling, whatever the default" },
+    { .name = "inherit", .group = 1, .help = "follow the account's default again" },
+    { .name = "default",
+      .arg = "DURATION|off",
+      .group = 1,
+      .help = "set the default of all your instances without their own setting" },
+    { 0 },
+};
 
-    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
-        if (c == OPT_AFTER)
-            after = optarg;
-        else if (c == OPT_OFF)
-            off = true;
-        else if (c == OPT_INHERIT)
-            inherit = true;
-        else if (c == OPT_DEFAULT)
-            def = optarg;
-        else
-            return cli_usage_error(cli, "bad option");
-    }
+static int run_idle_stop(struct cli *cli, const struct cli_args *a)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    const char *after = cli_text(a, "after", NULL), *def = cli_text(a, "default", NULL);
+    bool off = cli_has(a, "off"), inherit = cli_has(a, "inherit");
     int n = (after != NULL) + off + inherit + (def != NULL);
-    if (n > 1)
-        return cli_usage_error(cli, "give one of --after DURATION, --off, --inherit or --default "
-                                    "DURATION");
+    int status;
+
     cleanup_json json_t *out = NULL;
     int64_t seconds = 0;
     if (def || n == 0) {
         /* the account's default: set it, or show it */
-        if ((status = cli_positionals(cli, argc, argv, 0)))
-            return status;
+        if (a->argc > 0)
+            return cli_usage_error(
+                cli, "%s",
+                def ? "--default is for all your instances: leave out the instance"
+                    : "give what to do with the instance: --after DURATION, --off or --inherit");
         if (def && parse_period(cli, "--default", def, &seconds) < 0)
             return CLI_EXIT_USAGE;
         if ((status = cli_need_token(cli)))
             return status;
         cleanup_json json_t *body =
             def ? json_pack("{s:I}", "after_seconds", (json_int_t)seconds) : NULL;
-        if (client_request(&cli->client, def ? "POST" : "GET", "/v1/me/idle-stop", body, NULL, &out,
-                           &err) < 0)
+        if (sl_client_request(&cli->client, def ? "POST" : "GET", "/v1/me/idle-stop", body, NULL,
+                              &out, &err) < 0)
             return cli_fail(&err);
         return print_default(cli, out);
     }
-    if ((status = cli_positionals(cli, argc, argv, 1)))
-        return status;
-    const char *id = argv[optind];
+    if (a->argc == 0)
+        return cli_usage_error(cli, "missing argument ID|NAME: the instance to stop when idle");
     if (after && parse_period(cli, "--after", after, &seconds) < 0)
         return CLI_EXIT_USAGE;
     if ((status = cli_need_token(cli)))
         return status;
+    cleanup_json json_t *found = cli_instance_find(cli, a->argv[0], &err);
+    if (!found)
+        return cli_fail(&err);
+    const char *id = jstr(found, "id");
     cleanup_json json_t *body = inherit ? json_pack("{s:b}", "inherit", 1)
                                         : json_pack("{s:I}", "after_seconds", (json_int_t)seconds);
-    cleanup_free char *e = client_escape(id);
-    cleanup_free char *path = xasprintf("/v1/instances/%s/idle-stop", e);
-    if (client_request(&cli->client, "POST", path, body, NULL, &out, &err) < 0)
+    cleanup_free char *path = cli_instance_path(id, "idle-stop");
+    if (sl_client_request(&cli->client, "POST", path, body, NULL, &out, &err) < 0)
         return cli_fail(&err);
     if (cli->output == OUTPUT_JSON) {
         output_json(stdout, out);
@@ -248,7 +205,8 @@ static int run_idle_stop(struct cli *cli, int argc, char **argv)
 const struct cli_command cmd_idle_stop = {
     .name = "idle-stop",
     .aliases = { "instance idle-stop" },
-    .usage = "[ID --after DURATION | ID --off | ID --inherit | --default DURATION|off]",
+    .args = "[ID|NAME]",
+    .options = idle_stop_options,
     .summary = "stop an instance after a period with no SSH session, no HTTP through its service "
                "ports and no GPU use (--default: for all your instances; no arguments: show it)",
     .run = run_idle_stop,

@@ -7,29 +7,29 @@
 
 #include <stdio.h>
 
-static int run_token_create(struct cli *cli, int argc, char **argv)
-{
-    static const struct option opts[] = {
-        { "expires-days", required_argument, NULL, 'e' },
-        { 0 },
-    };
-    struct sl_error err = SL_ERROR_INIT;
-    int64_t days = 0;
-    int c, status;
+static const struct cli_option token_create_options[] = {
+    { .name = "expires-days",
+      .arg = "N",
+      .type = CLI_OPT_INT,
+      .min = 1,
+      .max = 3650,
+      .help = "the token stops working after N days (default: never)" },
+    { 0 },
+};
 
-    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
-        if (c != 'e')
-            return cli_usage_error(cli, "bad option");
-        if (cli_parse_int(cli, "--expires-days", optarg, 1, 3650, &days) < 0)
-            return CLI_EXIT_USAGE;
-    }
-    if ((status = cli_positionals(cli, argc, argv, 1)) || (status = cli_need_token(cli)))
+static int run_token_create(struct cli *cli, const struct cli_args *a)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    int64_t days = cli_number(a, "expires-days", 0);
+    int status;
+
+    if ((status = cli_need_token(cli)))
         return status;
-    cleanup_json json_t *body = json_pack("{s:s}", "name", argv[optind]);
+    cleanup_json json_t *body = json_pack("{s:s}", "name", a->argv[0]);
     if (days)
         json_object_set_new(body, "expires_in_days", json_integer(days));
     cleanup_json json_t *token = NULL;
-    if (client_request(&cli->client, "POST", "/v1/tokens", body, NULL, &token, &err) < 0)
+    if (sl_client_request(&cli->client, "POST", "/v1/tokens", body, NULL, &token, &err) < 0)
         return cli_fail(&err);
     if (cli->output == OUTPUT_JSON) {
         output_json(stdout, token);
@@ -43,14 +43,15 @@ static int run_token_create(struct cli *cli, int argc, char **argv)
     return CLI_EXIT_OK;
 }
 
-static int run_token_ls(struct cli *cli, int argc, char **argv)
+static int run_token_ls(struct cli *cli, const struct cli_args *a)
 {
     struct sl_error err = SL_ERROR_INIT;
     int status;
 
-    if ((status = cli_no_args(cli, argc, argv)) || (status = cli_need_token(cli)))
+    (void)a;
+    if ((status = cli_need_token(cli)))
         return status;
-    cleanup_json json_t *list = client_list(&cli->client, "/v1/tokens", 100, &err);
+    cleanup_json json_t *list = sl_client_list(&cli->client, "/v1/tokens", 100, &err);
     if (!list)
         return cli_fail(&err);
     if (cli->output == OUTPUT_JSON) {
@@ -83,14 +84,15 @@ static int run_token_ls(struct cli *cli, int argc, char **argv)
     return CLI_EXIT_OK;
 }
 
-static int run_token_rm(struct cli *cli, int argc, char **argv)
+static int run_token_rm(struct cli *cli, const struct cli_args *a)
 {
-    return cli_remove_one(cli, argc, argv, "/v1/tokens", "token");
+    return cli_remove_one(cli, a, "/v1/tokens", "token");
 }
 
 const struct cli_command cmd_token_create = {
     .name = "token create",
-    .usage = "NAME [--expires-days N]",
+    .args = "NAME",
+    .options = token_create_options,
     .summary = "make an API token for scripts (the secret is shown once)",
     .run = run_token_create,
 };
@@ -98,7 +100,6 @@ const struct cli_command cmd_token_create = {
 const struct cli_command cmd_token_ls = {
     .name = "token ls",
     .aliases = { "token list", "tokens" },
-    .usage = "",
     .summary = "list your tokens and sessions",
     .run = run_token_ls,
 };
@@ -106,7 +107,7 @@ const struct cli_command cmd_token_ls = {
 const struct cli_command cmd_token_rm = {
     .name = "token rm",
     .aliases = { "token remove", "token revoke" },
-    .usage = "ID",
+    .args = "ID",
     .summary = "revoke a token",
     .run = run_token_rm,
 };

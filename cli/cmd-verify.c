@@ -25,41 +25,20 @@ static void print_verification(struct cli *cli, json_t *v)
     output_pairs(stdout, pairs, ARRAY_SIZE(pairs));
 }
 
-static int run_verify(struct cli *cli, int argc, char **argv)
-{
-    enum {
-        OPT_NAME = 1,
-        OPT_ID_NUMBER,
-        OPT_STATUS
-    };
-    static const struct option opts[] = {
-        { "name", required_argument, NULL, OPT_NAME },
-        { "id-number", required_argument, NULL, OPT_ID_NUMBER },
-        { "status", no_argument, NULL, OPT_STATUS },
-        { 0 },
-    };
-    struct sl_error err = SL_ERROR_INIT;
-    const char *name = NULL, *number = NULL;
-    bool status_only = false;
-    int c, status;
+static const struct cli_option verify_options[] = {
+    { .name = "name", .arg = "REAL_NAME", .help = "your name as on your identity card" },
+    { .name = "id-number", .arg = "NUMBER", .help = "your identity card's number" },
+    { .name = "status", .help = "show where your verification stands instead" },
+    { 0 },
+};
 
-    while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
-        switch (c) {
-        case OPT_NAME:
-            name = optarg;
-            break;
-        case OPT_ID_NUMBER:
-            number = optarg;
-            break;
-        case OPT_STATUS:
-            status_only = true;
-            break;
-        default:
-            return cli_usage_error(cli, "bad option");
-        }
-    }
-    if ((status = cli_positionals(cli, argc, argv, 0)))
-        return status;
+static int run_verify(struct cli *cli, const struct cli_args *a)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    const char *name = cli_text(a, "name", NULL), *number = cli_text(a, "id-number", NULL);
+    bool status_only = cli_has(a, "status");
+    int status;
+
     if (status_only && (name || number))
         return cli_usage_error(cli, "--status takes neither --name nor --id-number");
     if (!status_only && (!name || !number))
@@ -68,11 +47,12 @@ static int run_verify(struct cli *cli, int argc, char **argv)
         return status;
     cleanup_json json_t *v = NULL;
     if (status_only) {
-        if (client_request(&cli->client, "GET", "/v1/me/verification", NULL, NULL, &v, &err) < 0)
+        if (sl_client_request(&cli->client, "GET", "/v1/me/verification", NULL, NULL, &v, &err) < 0)
             return cli_fail(&err);
     } else {
         cleanup_json json_t *body = json_pack("{s:s, s:s}", "real_name", name, "id_number", number);
-        if (client_request(&cli->client, "POST", "/v1/me/verification", body, NULL, &v, &err) < 0)
+        if (sl_client_request(&cli->client, "POST", "/v1/me/verification", body, NULL, &v, &err) <
+            0)
             return cli_fail(&err);
         if (cli->output != OUTPUT_JSON)
             puts("verification submitted: an operator reviews it (see suanli verify --status)");
@@ -83,7 +63,7 @@ static int run_verify(struct cli *cli, int argc, char **argv)
 
 const struct cli_command cmd_verify = {
     .name = "verify",
-    .usage = "--name REAL_NAME --id-number NUMBER | --status",
+    .options = verify_options,
     .summary = "submit real-name verification, or show its state",
     .run = run_verify,
 };

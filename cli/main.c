@@ -15,69 +15,6 @@
 #define DEFAULT_SERVER "http://127.0.0.1:7070"
 #define MAX_WORDS      4
 
-/* In the order --help lists them. */
-static const struct cli_command *const commands[] = {
-    &cmd_register,
-    &cmd_login,
-    &cmd_logout,
-    &cmd_whoami,
-    &cmd_token_create,
-    &cmd_token_ls,
-    &cmd_token_rm,
-    &cmd_key_add,
-    &cmd_key_ls,
-    &cmd_key_rm,
-    &cmd_verify,
-    &cmd_balance,
-    &cmd_ledger,
-    &cmd_bill,
-    &cmd_bill_charges,
-    &cmd_market,
-    &cmd_regions,
-    &cmd_gpu_models,
-    &cmd_image_ls,
-    &cmd_create,
-    &cmd_ls,
-    &cmd_show,
-    &cmd_events,
-    &cmd_plan,
-    &cmd_stop,
-    &cmd_start,
-    &cmd_restart,
-    &cmd_release,
-    &cmd_idle_stop,
-    &cmd_ssh,
-    &cmd_ssh_config,
-    &cmd_cp,
-    &cmd_port_ls,
-    &cmd_port_add,
-    &cmd_port_rm,
-    &cmd_port_public,
-    &cmd_port_private,
-    &cmd_admin_user_ls,
-    &cmd_admin_credit,
-    &cmd_admin_verification_ls,
-    &cmd_admin_verification_approve,
-    &cmd_admin_verification_reject,
-    &cmd_admin_region_ls,
-    &cmd_admin_region_add,
-    &cmd_admin_gpu_model_ls,
-    &cmd_admin_gpu_model_add,
-    &cmd_admin_gpu_model_price,
-    &cmd_admin_price_ls,
-    &cmd_admin_price_set,
-    &cmd_admin_image_build,
-    &cmd_admin_image_import,
-    &cmd_admin_node_ls,
-    &cmd_admin_node_show,
-    &cmd_admin_join_token_create,
-    &cmd_admin_join_token_ls,
-    &cmd_admin_join_token_rm,
-    &cmd_admin_ledger_check,
-    &cmd_admin_billing_check,
-    &cmd_admin_billing_run,
-};
-
 static const char global_usage[] =
     "usage: suanli [--server URL] [--token TOKEN] [-o table|json|csv] COMMAND [ARGS]\n";
 
@@ -102,16 +39,16 @@ static const struct cli_command *find_command(int argc, char **argv, int *words)
     const struct cli_command *best = NULL;
 
     *words = 0;
-    for (size_t i = 0; i < ARRAY_SIZE(commands); i++) {
-        int n = match_words(commands[i]->name, argc, argv);
-        for (int a = 0; a < CLI_MAX_ALIASES && commands[i]->aliases[a]; a++) {
-            int m = match_words(commands[i]->aliases[a], argc, argv);
+    for (size_t i = 0; i < cli_commands_count; i++) {
+        int n = match_words(cli_commands[i]->name, argc, argv);
+        for (int a = 0; a < CLI_MAX_ALIASES && cli_commands[i]->aliases[a]; a++) {
+            int m = match_words(cli_commands[i]->aliases[a], argc, argv);
             if (m > n)
                 n = m;
         }
         if (n > *words) {
             *words = n;
-            best = commands[i];
+            best = cli_commands[i];
         }
     }
     return best;
@@ -133,7 +70,7 @@ static bool has_prefix(const char *name, int argc, char **argv)
 
 static void print_row(FILE *out, const struct cli_command *c)
 {
-    cleanup_free char *left = xasprintf("%s%s%s", c->name, c->usage[0] ? " " : "", c->usage);
+    cleanup_free char *left = cli_usage(c);
 
     if (strlen(left) > 44)
         fprintf(out, "  %s\n  %-44s  %s\n", left, "", c->summary);
@@ -146,9 +83,9 @@ static int list_commands(FILE *out, int argc, char **argv)
 {
     int shown = 0;
 
-    for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
-        if (argc == 0 || has_prefix(commands[i]->name, argc, argv)) {
-            print_row(out, commands[i]);
+    for (size_t i = 0; i < cli_commands_count; i++)
+        if (argc == 0 || has_prefix(cli_commands[i]->name, argc, argv)) {
+            print_row(out, cli_commands[i]);
             shown++;
         }
     return shown;
@@ -174,8 +111,10 @@ static void print_help(FILE *out)
 
 static void print_command_help(FILE *out, const struct cli_command *c)
 {
-    fprintf(out, "usage: suanli %s%s%s\n\n%s\n", c->name, c->usage[0] ? " " : "", c->usage,
-            c->summary);
+    cleanup_free char *usage = cli_usage(c);
+
+    fprintf(out, "usage: suanli %s\n\n%s\n", usage, c->summary);
+    cli_print_options(out, c);
     for (int a = 0; a < CLI_MAX_ALIASES && c->aliases[a]; a++)
         fprintf(out, "%s suanli %s", a ? "," : "\nalso:", c->aliases[a]);
     if (c->aliases[0])
@@ -227,7 +166,7 @@ static char *pick(const char *flag, const char *env_name, const char *from_confi
 
 static void cli_release(struct cli *cli)
 {
-    client_release(&cli->client);
+    sl_client_release(&cli->client);
     cli_config_release(&cli->config);
     free(cli->server);
     free(cli->token);
@@ -291,6 +230,12 @@ static int run(struct cli *cli, int argc, char **argv)
     /* now that the command is known: does it print CSV? */
     if (output && cli_set_output(cli, output) < 0)
         return CLI_EXIT_USAGE;
+    /* the command sees its name as argv[0], its arguments after */
+    struct cli_args args;
+    if (cli_args_parse(cli->cmd, argc - (words - 1), argv + (words - 1), &args, &err) < 0)
+        return cli_usage_error(cli, "%s", err.message);
+    if (args.output && cli_set_output(cli, args.output) < 0)
+        return CLI_EXIT_USAGE;
 
     if (!(cli->config_path = cli_config_path(&err)) ||
         cli_config_load(&cli->config, cli->config_path, &err) < 0)
@@ -301,13 +246,8 @@ static int run(struct cli *cli, int argc, char **argv)
     for (size_t n = strlen(cli->server); n > 0 && cli->server[n - 1] == '/'; n--)
         cli->server[n - 1] = '\0';
     cli->token = pick(token_flag, "SUANLI_TOKEN", cli->config.token);
-    client_init(&cli->client, cli->server, cli->token);
-
-    /* the command sees its name as argv[0], its arguments after */
-    argv += words - 1;
-    argc -= words - 1;
-    optind = 0;
-    return cli->cmd->run(cli, argc, argv);
+    sl_client_init(&cli->client, cli->server, cli->token);
+    return cli->cmd->run(cli, &args);
 }
 
 int main(int argc, char **argv)

@@ -2,6 +2,7 @@
 verification, money, the catalog, admin commands, JSON output and exit codes."""
 import json
 import os
+import re
 import stat
 import subprocess
 
@@ -355,3 +356,36 @@ def test_help_is_generated_from_the_table(cli):
     p = cli.run("help", "token", "ls")
     assert "token list" in p.stdout
     assert cli.run("help", "nonsense").returncode == 2
+
+
+def test_options_are_declared_once_for_parsing_usage_and_help(cli):
+    """Issue 11, item 5: a command's option table gives its usage line, its
+    help (a line per option) and what parsing accepts."""
+    p = cli.run("help", "create")
+    assert p.returncode == 0, p
+    assert p.stdout.startswith("usage: suanli create --gpu-model MODEL [--gpus N] "), p.stdout
+    assert re.search(r"^  --gpu-model MODEL +the GPU model, as suanli market lists them$",
+                     p.stdout, re.M), p.stdout
+    assert re.search(r"^  --timeout SECONDS +wait at most", p.stdout, re.M), p.stdout
+    assert re.search(r"^  -o FORMAT +table \(default\) or json$", p.stdout, re.M), p.stdout
+    assert cli.run("create", "--help").stdout == p.stdout
+    p = cli.run("help", "bill")
+    assert re.search(r"^  -o FORMAT +table \(default\), json or csv$", p.stdout, re.M), p.stdout
+    p = cli.run("help", "stop")
+    assert ("usage: suanli stop ID|NAME [--no-wait] [--timeout SECONDS] "
+            "[--at HH:MM|RFC3339 | --in DURATION | --cancel]\n") in p.stdout, p.stdout
+    # what the help lists, parsing takes; what it does not, parsing refuses
+    p = cli.run("token", "create")
+    assert p.returncode == 2, p
+    assert p.stderr == ("suanli: missing argument NAME\n"
+                        "usage: suanli token create NAME [--expires-days N]\n"), p.stderr
+    p = cli.run("token", "create", "ci", "--expires-days", "0")
+    assert p.returncode == 2 and "--expires-days must be a whole number from 1 to 3650, not '0'" \
+        in p.stderr, p
+    p = cli.run("ledger", "--all=yes")
+    assert p.returncode == 2 and "option '--all' takes no value" in p.stderr, p
+    p = cli.run("stop", "i-x", "--at", "02:00", "--cancel")
+    assert p.returncode == 2 and "give only one of --at HH:MM|RFC3339, --in DURATION or --cancel" \
+        in p.stderr, p
+    p = cli.run("admin", "verification", "reject", "someone@example.com")
+    assert p.returncode == 2 and "give --reason REASON" in p.stderr, p

@@ -217,3 +217,85 @@ def test_ssh_logs_in_with_the_renters_key(cloud):
     p = r.run("ssh", inst["id"])
     assert p.returncode == 1 and "not running" in p.stderr, p
     release(cloud, inst["id"])
+
+
+def test_names_work_wherever_an_id_does(cloud):
+    """Issue 11, item 4: every command that takes an instance takes its name
+    too (resolved with GET /v1/instances?name=), and an id always wins."""
+    r, server = cloud["renter"], cloud["server"]
+    nb = create(cloud, "--name", "nb")
+    iid = nb["id"]
+    # a second instance whose name is the first one's id: the id wins
+    twin = create(cloud, "--name", iid)
+    try:
+        def shown(ref):
+            p = r.run("-o", "json", "show", ref)
+            assert p.returncode == 0, p
+            return json.loads(p.stdout)["id"]
+        assert shown("nb") == iid
+        assert shown(iid) == iid
+        assert shown(twin["id"]) == twin["id"]
+        show = r.run("show", "nb", check=True).stdout
+        assert re.search(rf"^id:\s+{iid}$", show, re.M), show
+
+        ev = r.run("events", "nb", check=True).stdout
+        assert "create" in ev and iid in ev
+        p = r.run("bill", "charges", "--instance", "nb")
+        assert p.returncode == 0, p
+        assert twin["id"] not in p.stdout
+
+        # the port commands say which instance they acted on
+        p = r.run("port", "add", "nb", "7860")
+        assert p.returncode == 0, p
+        assert p.stdout.startswith(f"published port 7860 of {iid} is owner only"), p.stdout
+        p = r.run("port", "public", "nb", "7860")
+        assert p.returncode == 0 and p.stdout.startswith(f"port 7860 of {iid} is public"), p
+        p = r.run("port", "ls", "nb")
+        assert p.returncode == 0 and "7860" in p.stdout, p
+        p = r.run("port", "rm", "nb", "7860")
+        assert p.returncode == 0 and p.stdout == f"removed port 7860 of {iid}\n", p
+        ports = server.request("GET", f"/v1/instances/{iid}/ports",
+                               token=cloud["user"]["token"]).json
+        assert all(x["port"] != 7860 for x in ports["items"]), ports
+
+        p = r.run("idle-stop", "nb", "--after", "30m")
+        assert p.returncode == 0 and p.stdout.startswith(f"{iid}: idle stop after 30m"), p
+        p = r.run("stop", "nb", "--in", "3h")
+        assert p.returncode == 0 and p.stdout.startswith(f"{iid} stops at "), p
+        p = r.run("stop", "nb", "--cancel")
+        assert p.returncode == 0 and p.stdout == f"{iid}: no scheduled stop\n", p
+        p = r.run("plan", "nb", "payg")
+        assert p.returncode == 0 and p.stdout == f"{iid}: already pay-as-you-go\n", p
+
+        p = r.run("stop", "nb")
+        assert p.returncode == 0 and p.stdout == f"stopped {iid}\n", p
+        assert cloud["cluster"].get(cloud["user"], iid)["state"] == "stopped"
+        assert cloud["cluster"].get(cloud["user"], twin["id"])["state"] == "running"
+        p = r.run("start", "nb")
+        assert p.returncode == 0 and p.stdout.startswith(f"started {iid}: "), p
+        p = r.run("restart", "nb", "--no-wait")
+        assert p.returncode == 0 and p.stdout.startswith(f"restart {iid}: "), p
+        cloud["cluster"].wait_state(cloud["user"], iid, "running")
+
+        # names are the renter's own: another renter's name or id is not found
+        other = Cli(server, r.home + "-other")
+        os.makedirs(other.home, exist_ok=True)
+        stranger = cloud["cluster"].renter(credit_micros=0)
+        for ref in ("nb", iid):
+            p = other.run("show", ref, env={"SUANLI_TOKEN": stranger["token"]})
+            assert p.returncode == 4, p
+            assert p.stderr == f"suanli: no instance '{ref}': list yours with suanli ls\n", p
+        for args in (("show", "no-such-box"), ("ssh", "no-such-box"),
+                     ("port", "ls", "no-such-box"), ("stop", "i-nosuchthing"),
+                     ("release", "--yes", "no-such-box")):
+            p = r.run(*args)
+            assert p.returncode == 4 and "list yours with suanli ls" in p.stderr, (args, p)
+
+        p = r.run("release", "--yes", "nb")
+        assert p.returncode == 0 and p.stdout == f"released {iid}\n", p
+        # a released instance's name is free: it names nothing now
+        assert r.run("show", "nb").returncode == 4
+        assert shown(iid) == iid  # its id still shows it
+    finally:
+        r.run("release", "--yes", iid)
+        r.run("release", "--yes", twin["id"])

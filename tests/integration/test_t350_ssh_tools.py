@@ -138,6 +138,32 @@ def test_cp_both_ways_resumes_and_shows_progress(env):
     assert got.stdout == "a\n"
 
 
+def test_ssh_and_cp_take_the_name(env):
+    """Issue 11, item 4: NAME works where ID does, NAME:/path where ID:/path;
+    the host key is still kept under the id."""
+    cli, iid = env["cli"], env["inst"]["id"]
+    key = ["--identity", env["user"]["key"]]
+    p = cli.run("ssh", "train-box", *key, "--", "hostname")
+    assert p.returncode == 0 and p.stdout.strip() == iid, p
+    known = open(os.path.join(env["home"], ".config", "suanli", "known_hosts")).read()
+    assert iid in known and "train-box" not in known
+    src = os.path.join(env["home"], "by-name.txt")
+    with open(src, "w") as f:
+        f.write("by name\n")
+    p = cli.run("cp", *key, src, "train-box:/root/data/by-name.txt", timeout=60)
+    assert p.returncode == 0, p
+    got = env["cluster"].ssh(env["user"], env["inst"], "cat /root/data/by-name.txt")
+    assert got.stdout == "by name\n"
+    for ref in ("train-box", iid):
+        back = os.path.join(env["home"], f"back-{ref}.txt")
+        p = cli.run("cp", *key, f"{ref}:/root/data/by-name.txt", back, timeout=60)
+        assert p.returncode == 0, p
+        assert open(back).read() == "by name\n"
+    p = cli.run("cp", "/etc/hostname", "no-such-box:/root/")
+    assert p.returncode == 4, p
+    assert p.stderr == "suanli: no instance 'no-such-box': list yours with suanli ls\n", p
+
+
 def test_cp_bad_input(env):
     cli = env["cli"]
     for args in (["a", "b"], [f"{env['inst']['id']}:/x", f"{env['inst']['id']}:/y"], ["only"],

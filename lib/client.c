@@ -1,10 +1,11 @@
-/* libcurl requests and the mapping of HTTP answers to the error contract. */
+/* libcurl requests and the mapping of HTTP answers to the error contract.
+ * Library code: it prints nothing, progress included (a caller's hook). */
 #include "client.h"
 
-#include "../lib/buf.h"
-#include "../lib/cleanup.h"
-#include "../lib/json.h"
-#include "../lib/xalloc.h"
+#include "buf.h"
+#include "cleanup.h"
+#include "json.h"
+#include "xalloc.h"
 
 #include <curl/curl.h>
 #include <sodium.h>
@@ -17,14 +18,14 @@
 #define CONNECT_TIMEOUT_S 10L
 #define REQUEST_TIMEOUT_S 120L
 
-void client_init(struct client *c, const char *server, const char *token)
+void sl_client_init(struct sl_client *c, const char *server, const char *token)
 {
     c->server = server;
     c->token = token;
     c->curl = NULL;
 }
 
-void client_release(struct client *c)
+void sl_client_release(struct sl_client *c)
 {
     if (c->curl)
         curl_easy_cleanup(c->curl);
@@ -90,8 +91,8 @@ static int fail_http(long status, const char *method, const char *url, const cha
     return sl_fail(err, kind, code, "%s %s answered HTTP %ld", method, url, status);
 }
 
-int client_request(struct client *c, const char *method, const char *path, json_t *body,
-                   const char *idempotency_key, json_t **out, struct sl_error *err)
+int sl_client_request(struct sl_client *c, const char *method, const char *path, json_t *body,
+                      const char *idempotency_key, json_t **out, struct sl_error *err)
 {
     cleanup_free char *url = xasprintf("%s%s", c->server, path);
     cleanup_free char *payload = NULL;
@@ -165,7 +166,8 @@ int client_request(struct client *c, const char *method, const char *path, json_
     return 0;
 }
 
-json_t *client_list(struct client *c, const char *path, size_t page_size, struct sl_error *err)
+json_t *sl_client_list(struct sl_client *c, const char *path, size_t page_size,
+                       struct sl_error *err)
 {
     cleanup_json json_t *all = json_array();
     cleanup_free char *cursor = NULL;
@@ -176,7 +178,7 @@ json_t *client_list(struct client *c, const char *path, size_t page_size, struct
             cursor ? xasprintf("%s%slimit=%zu&cursor=%s", path, sep, page_size, cursor)
                    : xasprintf("%s%slimit=%zu", path, sep, page_size);
         cleanup_json json_t *page = NULL;
-        if (client_request(c, "GET", page_path, NULL, NULL, &page, err) < 0)
+        if (sl_client_request(c, "GET", page_path, NULL, NULL, &page, err) < 0)
             return NULL;
         json_t *items = json_object_get(page, "items");
         if (!json_is_array(items)) {
@@ -186,14 +188,14 @@ json_t *client_list(struct client *c, const char *path, size_t page_size, struct
         json_array_extend(all, items);
         const char *next = json_string_value(json_object_get(page, "next_cursor"));
         free(cursor);
-        cursor = next ? client_escape(next) : NULL;
+        cursor = next ? sl_client_escape(next) : NULL;
         if (!cursor)
             break;
     }
     return json_pack("{s:O, s:n}", "items", all, "next_cursor");
 }
 
-char *client_escape(const char *s)
+char *sl_client_escape(const char *s)
 {
     char *e = curl_easy_escape(NULL, s, 0);
     char *copy = xstrdup(e ? e : "");
@@ -225,7 +227,7 @@ static size_t download_write(char *data, size_t size, size_t n, void *userdata)
     return fwrite(data, size, n, d->file) == n ? size * n : 0;
 }
 
-static CURL *prepare(struct client *c, const char *url, struct curl_slist **headers,
+static CURL *prepare(struct sl_client *c, const char *url, struct curl_slist **headers,
                      char *curl_error, struct sl_error *err)
 {
     if (!c->curl && !(c->curl = curl_easy_init())) {
@@ -249,8 +251,8 @@ static CURL *prepare(struct client *c, const char *url, struct curl_slist **head
     return c->curl;
 }
 
-int client_download(struct client *c, const char *path, const char *dest, char *sha256_hex,
-                    struct sl_error *err)
+int sl_client_download(struct sl_client *c, const char *path, const char *dest, char *sha256_hex,
+                       struct sl_error *err)
 {
     cleanup_free char *url = xasprintf("%s%s", c->server, path);
     __attribute__((cleanup(cleanup_slist))) struct curl_slist *headers = NULL;
@@ -294,37 +296,30 @@ int client_download(struct client *c, const char *path, const char *dest, char *
 }
 
 struct upload_progress {
-    bool show;
-    int last_percent;
+    sl_client_progress_fn *fn;
+    void *arg;
 };
 
-static int show_progress(void *p, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
-                         curl_off_t ulnow)
+static int upload_progress(void *p, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                           curl_off_t ulnow)
 {
     struct upload_progress *up = p;
     (void)dltotal;
     (void)dlnow;
 
-    if (!up->show || ultotal <= 0)
-        return 0;
-    int percent = (int)(ulnow * 100 / ultotal);
-    if (percent != up->last_percent) {
-        up->last_percent = percent;
-        fprintf(stderr, "\ruploading: %3d%% of %.1f MiB", percent, (double)ultotal / 1048576.0);
-        if (percent == 100)
-            fputc('\n', stderr);
-    }
+    if (up->fn && ultotal > 0)
+        up->fn((int64_t)ulnow, (int64_t)ultotal, up->arg);
     return 0;
 }
 
-int client_upload(struct client *c, const char *method, const char *path, const char *src,
-                  bool progress, json_t **out, struct sl_error *err)
+int sl_client_upload(struct sl_client *c, const char *method, const char *path, const char *src,
+                     sl_client_progress_fn *progress, void *arg, json_t **out, struct sl_error *err)
 {
     cleanup_free char *url = xasprintf("%s%s", c->server, path);
     __attribute__((cleanup(cleanup_slist))) struct curl_slist *headers = NULL;
     char curl_error[CURL_ERROR_SIZE] = "";
     cleanup_fclose FILE *file = fopen(src, "re");
-    struct upload_progress up = { progress, -1 };
+    struct upload_progress up = { progress, arg };
     struct stat st;
     struct sl_buf answer;
     long status = 0;
@@ -350,7 +345,7 @@ int client_upload(struct client *c, const char *method, const char *path, const 
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, collect);
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, &answer);
     curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, show_progress);
+    curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, upload_progress);
     curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &up);
     CURLcode rc = curl_easy_perform(curl);
     if (rc != CURLE_OK) {
