@@ -218,21 +218,20 @@ int api_instances_meters(struct api_request *req, struct api_response *res, stru
 {
     int64_t limit, after;
 
-    if (instance_require_owned(req->srv->store, req->params[0], req->caller.user_id, err) < 0 ||
-        api_page_params(req, &limit, &after, err) < 0)
+    if (api_page_params(req, &limit, &after, err) < 0)
         return -1;
     cleanup_rows struct db_rows *rows = store_query(
         req->srv->store,
         "SELECT seq, item, quantity, unit_price_micros, amount_micros, period_s, started_at,"
         " ended_at, settled_until, charged_micros, settlements FROM meters"
         " WHERE instance_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
-        DB_ARGS(DB_TEXT(req->params[0]), DB_INT(after), DB_INT(limit)), err);
+        DB_ARGS(DB_TEXT(req->instance.id), DB_INT(after), DB_INT(limit)), err);
     return rows ? api_reply_rows(res, rows, meter_json, NULL, limit, err) : -1;
 }
 
 int api_instances_plan(struct api_request *req, struct api_response *res, struct sl_error *err)
 {
-    const char *plan = NULL, *id = req->params[0];
+    const char *plan = NULL, *id = req->instance.id;
     bool auto_renew = false;
     const struct sl_json_field fields[] = {
         { "plan", SL_JSON_STRING, .required = true, .min_len = 1, .max_len = 16, .out = &plan },
@@ -244,8 +243,7 @@ int api_instances_plan(struct api_request *req, struct api_response *res, struct
         billing_plan_period(plan, &period, err) < 0)
         return -1;
     int renew = json_object_get(req->json, "auto_renew") ? auto_renew : -1;
-    if (instance_require_owned(req->srv->store, id, req->caller.user_id, err) < 0 ||
-        billing_plan_set(req->srv, id, plan, renew, err) < 0)
+    if (billing_plan_set(req->srv, id, plan, renew, err) < 0)
         return -1;
     json_t *j = instance_json(req->srv, id, req->caller.user_id, err);
     if (!j)

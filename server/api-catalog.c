@@ -115,8 +115,10 @@ static int add_supply(struct server *srv, const char *region, json_t *m, struct 
 {
     cleanup_rows struct db_rows *rows = store_query(
         srv->store,
-        "SELECT COUNT(*), COALESCE(SUM(g.instance_id IS NULL), 0), COUNT(DISTINCT g.node_id),"
-        " COALESCE(SUM(g.simulated), 0) FROM gpus g JOIN nodes n ON n.id = g.node_id"
+        "SELECT COUNT(*), COALESCE(SUM(CASE WHEN g.instance_id IS NULL THEN 1 ELSE 0 END), 0),"
+        " COUNT(DISTINCT g.node_id),"
+        " COALESCE(SUM(CASE WHEN g.simulated = 1 THEN 1 ELSE 0 END), 0)"
+        " FROM gpus g JOIN nodes n ON n.id = g.node_id"
         " WHERE n.region_id = ?1 AND g.gpu_model_id = ?2 AND n.last_heartbeat > ?3",
         DB_ARGS(DB_TEXT(region), DB_TEXT(json_string_value(json_object_get(m, "id"))),
                 DB_INT(sl_time_now() - srv->cfg.node_offline_after)),

@@ -15,30 +15,12 @@
 
 #include <string.h>
 
-/* The owner of an instance the calling node holds; 404 for any other. */
-static int node_instance_owner(struct api_request *req, char *user_id, struct sl_error *err)
-{
-    cleanup_rows struct db_rows *rows =
-        store_query(req->srv->store,
-                    "SELECT user_id FROM instances WHERE id = ?1 AND node_id = ?2"
-                    " AND state != 'released'",
-                    DB_ARGS(DB_TEXT(req->params[1]), DB_TEXT(req->params[0])), err);
-    int rc;
-
-    if (!rows || (rc = db_next(rows, err)) < 0)
-        return -1;
-    if (rc == 0)
-        return sl_fail(err, SL_E_NOT_FOUND, "no_such_instance", "no instance '%s' on node '%s'",
-                       req->params[1], req->params[0]);
-    snprintf(user_id, SL_ID_MAX, "%s", db_text(rows, 0));
-    return 0;
-}
-
 /* What the instance may know about itself: who it is, its state and plan,
  * its scheduled and idle stops, and its owner's balance with how long it
  * lasts at the owner's current spend. */
-static json_t *metadata_json(struct api_request *req, const char *user_id, struct sl_error *err)
+static json_t *metadata_json(struct api_request *req, struct sl_error *err)
 {
+    const char *user_id = req->instance.user_id;
     struct store *st = req->srv->store;
     char account[LEDGER_ACCOUNT_MAX];
     int64_t balance, spend;
@@ -63,11 +45,11 @@ static json_t *metadata_json(struct api_request *req, const char *user_id, struc
     if (ledger_balance(st, ledger_user_account(account, user_id), &balance, err) < 0 ||
         billing_spend_per_hour(st, user_id, &spend, err) < 0)
         return NULL;
-    cleanup_json json_t *inst = instance_json(req->srv, req->params[1], NULL, err);
+    cleanup_json json_t *inst = instance_json(req->srv, req->instance.id, NULL, err);
     if (!inst)
         return NULL;
     json_t *j =
-        json_pack("{s:s, s:I, s:s, s:I, s:o}", "instance_id", req->params[1], "balance_micros",
+        json_pack("{s:s, s:I, s:s, s:I, s:o}", "instance_id", req->instance.id, "balance_micros",
                   (json_int_t)balance, "currency", req->srv->cfg.currency, "spend_per_hour_micros",
                   (json_int_t)spend, "covers_seconds",
                   spend > 0 ? json_integer(sl_money_covers_seconds(balance, spend)) : json_null());
@@ -79,14 +61,12 @@ static json_t *metadata_json(struct api_request *req, const char *user_id, struc
     return j;
 }
 
+/* GET /v1/nodes/{id}/instances/{instance}/metadata: API_NODE | API_INSTANCE,
+ * so the instance is one the calling node holds (req->instance). */
 int api_nodes_instance_metadata(struct api_request *req, struct api_response *res,
                                 struct sl_error *err)
 {
-    char user_id[SL_ID_MAX];
-
-    if (node_instance_owner(req, user_id, err) < 0)
-        return -1;
-    json_t *j = metadata_json(req, user_id, err);
+    json_t *j = metadata_json(req, err);
     if (!j)
         return -1;
     api_reply(res, 200, j);
@@ -95,18 +75,16 @@ int api_nodes_instance_metadata(struct api_request *req, struct api_response *re
 
 int api_nodes_instance_stop(struct api_request *req, struct api_response *res, struct sl_error *err)
 {
-    char user_id[SL_ID_MAX];
-
-    if (api_body_fields(req, NULL, 0, err) < 0 || node_instance_owner(req, user_id, err) < 0)
+    if (api_body_fields(req, NULL, 0, err) < 0)
         return -1;
     /* the renter's own stop, made from inside: reason `user` */
-    if (instance_stop(req->srv, req->params[1], "user", err) < 0 ||
-        instance_event(req->srv->store, req->params[1], "shutdown", "stopping", "user",
+    if (instance_stop(req->srv, req->instance.id, "user", err) < 0 ||
+        instance_event(req->srv->store, req->instance.id, "shutdown", "stopping", "user",
                        "stopped from inside the instance (shutdown, or POST "
                        "http://169.254.169.254/stop)",
                        err) < 0)
         return -1;
-    json_t *j = metadata_json(req, user_id, err);
+    json_t *j = metadata_json(req, err);
     if (!j)
         return -1;
     api_reply(res, 200, j);
@@ -121,7 +99,7 @@ int api_instances_idle_stop(struct api_request *req, struct api_response *res, s
         { "after_seconds", SL_JSON_INT, .min = 0, .max = INT64_MAX, .out = &after },
         { "inherit", SL_JSON_BOOL, .out = &inherit },
     };
-    const char *id = req->params[0];
+    const char *id = req->instance.id;
 
     if (api_body_fields(req, fields, ARRAY_SIZE(fields), err) < 0)
         return -1;
@@ -129,8 +107,6 @@ int api_instances_idle_stop(struct api_request *req, struct api_response *res, s
         return sl_fail(err, SL_E_INVALID, "invalid_field",
                        "give either after_seconds (0 turns idle stop off) or inherit: true "
                        "(follow the account's default)");
-    if (instance_require_owned(req->srv->store, id, req->caller.user_id, err) < 0)
-        return -1;
     if (stops_set_idle(req->srv, id, inherit ? -1 : after, err) < 0)
         return -1;
     json_t *j = instance_json(req->srv, id, req->caller.user_id, err);

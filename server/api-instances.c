@@ -1,4 +1,6 @@
-/* Instances through the API: create, list, show, events and the verbs. */
+/* Instances through the API: create, list, show, events and the verbs.
+ * Routes with {id} are API_INSTANCE: the dispatcher has found the caller's
+ * instance (req->instance) before these run. */
 #include "instances.h"
 #include "routes.h"
 #include "stops.h"
@@ -68,31 +70,33 @@ static json_t *instance_row_json(struct db_rows *rows, void *p)
     return j;
 }
 
+/* ?state= and ?name= filter; a name is matched exactly (names are unique
+ * among a renter's instances not released: the CLI resolves one to its id
+ * with ?name=NAME). */
 int api_instances_list(struct api_request *req, struct api_response *res, struct sl_error *err)
 {
-    const char *state = api_query(req, "state");
+    const char *state = api_query(req, "state"), *name = api_query(req, "name");
     struct rows_ctx ctx = { req->srv, req->caller.user_id, err, false };
     int64_t limit, after;
 
-    static const char *const states[] = { "creating", "running",   "stopping", "stopped",
-                                          "starting", "releasing", "released", "failed",
-                                          "all",      NULL };
-    bool known = !state;
-    for (const char *const *s = states; *s && state; s++)
-        known |= strcmp(*s, state) == 0;
-    if (!known)
+    if (state && strcmp(state, "all") != 0 && instance_state_parse(state) < 0)
         return sl_fail(err, SL_E_INVALID, "invalid_parameter",
                        "state must be one of creating, running, stopping, stopped, starting, "
                        "releasing, released, failed or all");
+    if (name && (!*name || strlen(name) > 64))
+        return sl_fail(err, SL_E_INVALID, "invalid_parameter",
+                       "name must be an instance's name, 1 to 64 bytes");
     if (api_page_params(req, &limit, &after, err) < 0)
         return -1;
     /* released instances are history: listed only when asked for */
-    cleanup_rows struct db_rows *rows = store_query(
-        req->srv->store,
-        "SELECT seq, id FROM instances WHERE user_id = ?1 AND seq > ?2"
-        " AND (?3 = state OR (?3 IS NULL AND state != 'released') OR ?3 = 'all')"
-        " ORDER BY seq LIMIT ?4",
-        DB_ARGS(DB_TEXT(req->caller.user_id), DB_INT(after), DB_TEXT(state), DB_INT(limit)), err);
+    cleanup_rows struct db_rows *rows =
+        store_query(req->srv->store,
+                    "SELECT seq, id FROM instances WHERE user_id = ?1 AND seq > ?2"
+                    " AND (?3 = state OR (?3 IS NULL AND state != 'released') OR ?3 = 'all')"
+                    " AND (?5 IS NULL OR name = ?5) ORDER BY seq LIMIT ?4",
+                    DB_ARGS(DB_TEXT(req->caller.user_id), DB_INT(after), DB_TEXT(state),
+                            DB_INT(limit), DB_TEXT(name)),
+                    err);
     if (!rows || api_reply_rows(res, rows, instance_row_json, &ctx, limit, err) < 0)
         return -1;
     return ctx.failed ? -1 : 0;
@@ -100,7 +104,7 @@ int api_instances_list(struct api_request *req, struct api_response *res, struct
 
 int api_instances_get(struct api_request *req, struct api_response *res, struct sl_error *err)
 {
-    json_t *j = instance_json(req->srv, req->params[0], req->caller.user_id, err);
+    json_t *j = instance_json(req->srv, req->instance.id, req->caller.user_id, err);
 
     if (!j)
         return -1;
@@ -120,14 +124,13 @@ int api_instances_events(struct api_request *req, struct api_response *res, stru
 {
     int64_t limit, after;
 
-    if (instance_require_owned(req->srv->store, req->params[0], req->caller.user_id, err) < 0 ||
-        api_page_params(req, &limit, &after, err) < 0)
+    if (api_page_params(req, &limit, &after, err) < 0)
         return -1;
     cleanup_rows struct db_rows *rows =
         store_query(req->srv->store,
                     "SELECT seq, kind, state, reason, message, created_at FROM events"
                     " WHERE instance_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
-                    DB_ARGS(DB_TEXT(req->params[0]), DB_INT(after), DB_INT(limit)), err);
+                    DB_ARGS(DB_TEXT(req->instance.id), DB_INT(after), DB_INT(limit)), err);
     return rows ? api_reply_rows(res, rows, event_json, NULL, limit, err) : -1;
 }
 
@@ -136,10 +139,9 @@ static int do_verb(struct api_request *req, struct api_response *res, struct sl_
                    int (*verb)(struct server *, const char *, const char *, struct sl_error *),
                    const char *arg)
 {
-    const char *id = req->params[0];
+    const char *id = req->instance.id;
 
-    if (instance_require_owned(req->srv->store, id, req->caller.user_id, err) < 0 ||
-        verb(req->srv, id, arg, err) < 0)
+    if (verb(req->srv, id, arg, err) < 0)
         return -1;
     json_t *j = instance_json(req->srv, id, req->caller.user_id, err);
     if (!j)

@@ -1,5 +1,6 @@
 /* Service ports through the API: the owner lists, adds, removes and opens
  * them; the nodes' nginx asks whether a request may pass (ports.h). */
+#include "instance-states.h"
 #include "ports.h"
 #include "routes.h"
 
@@ -12,30 +13,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The caller's instance: its node, or 404; 409 once it is released. */
-static int owned(struct api_request *req, char *node_id, struct sl_error *err)
+/* The routes with {id} are API_INSTANCE: the dispatcher found the caller's
+ * instance (req->instance). Once it is released its ports are gone: 409. */
+static int not_released(struct api_request *req, struct sl_error *err)
 {
-    cleanup_rows struct db_rows *rows = store_query(
-        req->srv->store, "SELECT node_id, state FROM instances WHERE id = ?1 AND user_id = ?2",
-        DB_ARGS(DB_TEXT(req->params[0]), DB_TEXT(req->caller.user_id)), err);
-    int rc;
+    int state = instance_state_parse(req->instance.state);
 
-    if (!rows || (rc = db_next(rows, err)) < 0)
-        return -1;
-    if (rc == 0)
-        return sl_fail(err, SL_E_NOT_FOUND, "no_such_instance",
-                       "no instance '%s': list yours with suanli ls", req->params[0]);
-    if (strcmp(db_text(rows, 1), "released") == 0 || strcmp(db_text(rows, 1), "releasing") == 0)
+    if (state >= 0 && instance_state_gone(state))
         return sl_fail(err, SL_E_CONFLICT, "instance_released",
-                       "instance '%s' is released: its ports are gone", req->params[0]);
-    snprintf(node_id, SL_ID_MAX, "%s", db_text(rows, 0));
+                       "instance '%s' is released: its ports are gone", req->instance.id);
     return 0;
 }
 
 /* The owner's view of one port (the services item of the instance). */
 static json_t *port_json(struct api_request *req, int64_t port, struct sl_error *err)
 {
-    cleanup_json json_t *inst = json_pack("{s:s}", "id", req->params[0]);
+    cleanup_json json_t *inst = json_pack("{s:s}", "id", req->instance.id);
 
     if (ports_instance_json(req->srv, inst, err) < 0)
         return NULL;
@@ -47,7 +40,7 @@ static json_t *port_json(struct api_request *req, int64_t port, struct sl_error 
             return json_incref(s);
     }
     sl_fail(err, SL_E_NOT_FOUND, "no_such_port", "instance '%s' publishes no port %" PRId64,
-            req->params[0], port);
+            req->instance.id, port);
     return NULL;
 }
 
@@ -62,10 +55,9 @@ static int bump_node(struct store *st, const char *node_id, struct sl_error *err
 int api_instances_ports_list(struct api_request *req, struct api_response *res,
                              struct sl_error *err)
 {
-    char node_id[SL_ID_MAX];
-    cleanup_json json_t *inst = json_pack("{s:s}", "id", req->params[0]);
+    cleanup_json json_t *inst = json_pack("{s:s}", "id", req->instance.id);
 
-    if (owned(req, node_id, err) < 0 || ports_instance_json(req->srv, inst, err) < 0)
+    if (not_released(req, err) < 0 || ports_instance_json(req->srv, inst, err) < 0)
         return -1;
     api_reply(res, 200,
               json_pack("{s:O, s:O}", "items", json_object_get(inst, "services"), "jupyter",
@@ -83,35 +75,34 @@ int api_instances_ports_set(struct api_request *req, struct api_response *res, s
           .out = &port },
         { "public", SL_JSON_BOOL, .out = &public },
     };
-    char node_id[SL_ID_MAX];
 
     if (api_body_fields(req, fields, ARRAY_SIZE(fields), err) < 0 || ports_check(port, err) < 0 ||
-        owned(req, node_id, err) < 0)
+        not_released(req, err) < 0)
         return -1;
     public_given = json_object_get(req->json, "public") != NULL;
     if (store_get_int(st,
                       "SELECT COUNT(*) FROM instance_ports WHERE instance_id = ?1 AND port = ?2",
-                      DB_ARGS(DB_TEXT(req->params[0]), DB_INT(port)), &exists, err) < 0 ||
+                      DB_ARGS(DB_TEXT(req->instance.id), DB_INT(port)), &exists, err) < 0 ||
         store_get_int(st, "SELECT COUNT(*) FROM instance_ports WHERE instance_id = ?1",
-                      DB_ARGS(DB_TEXT(req->params[0])), &have, err) < 0)
+                      DB_ARGS(DB_TEXT(req->instance.id)), &have, err) < 0)
         return -1;
     if (!exists) {
         if (have >= req->srv->cfg.services_max_ports)
             return sl_fail(err, SL_E_CONFLICT, "too_many_ports",
                            "instance '%s' already publishes %" PRId64 " ports, the most allowed: "
                            "remove one first (suanli port rm)",
-                           req->params[0], have);
-        if (ports_insert(req->srv, req->params[0], port, public, "", err) < 0)
+                           req->instance.id, have);
+        if (ports_insert(req->srv, req->instance.id, port, public, "", err) < 0)
             return -1;
     } else if (public_given &&
                store_exec(st,
                           "UPDATE instance_ports SET public = ?3 WHERE instance_id = ?1 AND"
                           " port = ?2",
-                          DB_ARGS(DB_TEXT(req->params[0]), DB_INT(port), DB_INT(public)),
+                          DB_ARGS(DB_TEXT(req->instance.id), DB_INT(port), DB_INT(public)),
                           err) < 0) {
         return -1;
     }
-    if (bump_node(st, node_id, err) < 0)
+    if (bump_node(st, req->instance.node_id, err) < 0)
         return -1;
     json_t *j = port_json(req, port, err);
     if (!j)
@@ -123,7 +114,7 @@ int api_instances_ports_set(struct api_request *req, struct api_response *res, s
 int api_instances_ports_delete(struct api_request *req, struct api_response *res,
                                struct sl_error *err)
 {
-    char node_id[SL_ID_MAX], *end;
+    char *end;
     /* NULL when the path's parameters overflow the dispatcher's buffer */
     const char *text = req->params[1] ? req->params[1] : "";
 
@@ -131,18 +122,18 @@ int api_instances_ports_delete(struct api_request *req, struct api_response *res
     long long port = strtoll(text, &end, 10);
     if (errno || end == text || *end || port > 65535)
         port = -1;
-    if (ports_check(port, err) < 0 || owned(req, node_id, err) < 0)
+    if (ports_check(port, err) < 0 || not_released(req, err) < 0)
         return -1;
     int n = store_exec(req->srv->store,
                        "DELETE FROM instance_ports WHERE instance_id = ?1 AND port = ?2",
-                       DB_ARGS(DB_TEXT(req->params[0]), DB_INT(port)), err);
+                       DB_ARGS(DB_TEXT(req->instance.id), DB_INT(port)), err);
     if (n < 0)
         return -1;
     if (n == 0)
         return sl_fail(err, SL_E_NOT_FOUND, "no_such_port",
-                       "instance '%s' publishes no port %lld: see suanli port ls", req->params[0],
+                       "instance '%s' publishes no port %lld: see suanli port ls", req->instance.id,
                        port);
-    if (bump_node(req->srv->store, node_id, err) < 0)
+    if (bump_node(req->srv->store, req->instance.node_id, err) < 0)
         return -1;
     api_reply(res, 204, NULL);
     return 0;

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -227,29 +228,68 @@ static void reply_error(struct api_response *res, const struct sl_error *err)
     api_reply(res, sl_error_http_status(err->kind), api_error_json(code, msg));
 }
 
+/* API_INSTANCE (api.h): fills req->instance, or 404 as for an instance
+ * that does not exist. */
+static int resolve_instance(struct api_request *req, struct sl_error *err)
+{
+    bool node = req->route->flags & API_NODE;
+    const char *id = req->params[node ? 1 : 0];
+    cleanup_rows struct db_rows *rows =
+        node ? store_query(req->srv->store,
+                           "SELECT id, user_id, node_id, state FROM instances"
+                           " WHERE id = ?1 AND node_id = ?2 AND state != 'released'",
+                           DB_ARGS(DB_TEXT(id), DB_TEXT(req->caller.node_id)), err)
+             : store_query(req->srv->store,
+                           "SELECT id, user_id, node_id, state FROM instances"
+                           " WHERE id = ?1 AND user_id = ?2",
+                           DB_ARGS(DB_TEXT(id), DB_TEXT(req->caller.user_id)), err);
+    struct api_instance *in = &req->instance;
+    int rc;
+
+    if (!rows || (rc = db_next(rows, err)) < 0)
+        return -1;
+    if (rc == 0)
+        return node ? sl_fail(err, SL_E_NOT_FOUND, "no_such_instance",
+                              "no instance '%s' on node '%s'", id, req->caller.node_id)
+                    : sl_fail(err, SL_E_NOT_FOUND, "no_such_instance",
+                              "no instance '%s': list yours with suanli ls", id);
+    snprintf(in->id, sizeof(in->id), "%s", db_text(rows, 0));
+    snprintf(in->user_id, sizeof(in->user_id), "%s", db_text(rows, 1));
+    snprintf(in->node_id, sizeof(in->node_id), "%s", db_text(rows, 2));
+    snprintf(in->state, sizeof(in->state), "%s", db_text(rows, 3));
+    return 0;
+}
+
 /* Runs the handler; a handler that changes things runs in a transaction (a
- * savepoint inside idempotency's), so a refusal half-way leaves nothing. */
+ * savepoint inside idempotency's), so a refusal half-way leaves nothing.
+ * The route's instance is found first, inside it. */
 static int run_handler(struct api_request *req, struct api_response *res, struct sl_error *err)
 {
     const struct api_route *r = req->route;
     struct store *st = req->srv->store;
     cleanup_tx struct store *tx = NULL;
+    bool writes = strcmp(req->method, "GET") != 0 && !(r->flags & API_OWN_TX);
 
+    if (writes) {
+        if (store_begin(st, err) < 0)
+            return -1;
+        tx = st;
+    }
+    /* before the body: a stranger learns nothing from how it is judged */
+    if ((r->flags & API_INSTANCE) && resolve_instance(req, err) < 0)
+        return -1;
     if (!(r->flags & (API_RAW_BODY | API_UPLOAD)) && req->body_len > 0 && !req->json) {
         req->json = sl_json_parse_object(req->body, req->body_len, err);
         if (!req->json)
             return -1;
     }
-    if (strcmp(req->method, "GET") == 0 || (r->flags & API_OWN_TX))
-        return r->handler(req, res, err);
-    if (store_begin(st, err) < 0)
-        return -1;
-    tx = st;
     if (r->handler(req, res, err) < 0)
         return -1;
-    if (store_commit(st, err) < 0)
-        return -1;
-    tx = NULL;
+    if (writes) {
+        if (store_commit(st, err) < 0)
+            return -1;
+        tx = NULL;
+    }
     return 0;
 }
 

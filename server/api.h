@@ -38,6 +38,15 @@ struct api_caller {
     char node_id[SL_ID_MAX]; /* set for a node agent's token; then no user */
 };
 
+/* The instance an API_INSTANCE route names, as the dispatcher found it
+ * before the handler ran. */
+struct api_instance {
+    char id[SL_ID_MAX];
+    char user_id[SL_ID_MAX]; /* its owner */
+    char node_id[SL_ID_MAX]; /* its host */
+    char state[16];          /* as recorded (instance-states.h) */
+};
+
 struct api_request {
     struct server *srv;
     const char *method;
@@ -56,7 +65,8 @@ struct api_request {
     const char *params[API_MAX_PARAMS];
     char param_buf[512];
     struct api_caller caller;
-    json_t *json; /* parsed body, owned */
+    struct api_instance instance; /* API_INSTANCE routes */
+    json_t *json;                 /* parsed body, owned */
     /* API_UPLOAD routes: the body, streamed to a file by the transport */
     const char *upload_path;
     uint64_t upload_size;
@@ -86,6 +96,15 @@ enum api_route_flags {
     API_NODE = 1 << 5,           /* node agents only, and only about themselves */
     API_QUIET = 1 << 6,          /* polled several times a second: logged at debug level */
     API_UPLOAD = 1 << 7,         /* admins only; the body is streamed to a file, not parsed */
+    /* The route names an instance, which the dispatcher finds before the
+     * handler runs (req->instance), inside the handler's transaction: a
+     * renter's route's {id} must be one of the caller's instances (any
+     * state: the handler decides what a released one gets); a node route's
+     * {instance} (with API_NODE) one the calling node holds, not released.
+     * Anything else is 404 no_such_instance, as for an id that does not
+     * exist, before the body is read. Admins are renters here: their own
+     * instances only. */
+    API_INSTANCE = 1 << 8,
 };
 
 struct api_route {

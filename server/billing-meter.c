@@ -301,8 +301,9 @@ int billing_close(struct server *srv, const char *instance_id, bool storage, str
     size_t n;
 
     if (store_exec(st,
-                   "UPDATE meters SET ended_at = MAX(?2, started_at) WHERE instance_id = ?1"
-                   " AND ended_at IS NULL AND (?3 OR item != 'data_disk')",
+                   "UPDATE meters SET ended_at = CASE WHEN ?2 > started_at THEN ?2"
+                   " ELSE started_at END WHERE instance_id = ?1"
+                   " AND ended_at IS NULL AND (?3 = 1 OR item != 'data_disk')",
                    DB_ARGS(DB_TEXT(instance_id), DB_INT(now), DB_INT(storage)), err) < 0)
         return -1;
     /* settle what just ended, as far as the host has reported */

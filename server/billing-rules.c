@@ -252,8 +252,10 @@ int billing_check(struct store *st, struct billing_check *out, struct sl_error *
     cleanup_rows struct db_rows *rows = store_query(
         st,
         "SELECT COALESCE(SUM(x.total), 0), COALESCE(SUM(-e.amount_micros), 0),"
-        " COALESCE(SUM(e.amount_micros IS NULL OR -e.amount_micros != x.total), 0) FROM"
-        " (SELECT txn_id, user_id, SUM(amount_micros) AS total FROM charges GROUP BY txn_id) x"
+        " COALESCE(SUM(CASE WHEN e.amount_micros IS NULL OR -e.amount_micros != x.total"
+        " THEN 1 ELSE 0 END), 0) FROM"
+        " (SELECT txn_id, user_id, SUM(amount_micros) AS total FROM charges"
+        " GROUP BY txn_id, user_id) x"
         " LEFT JOIN ledger_entries e ON e.txn_id = x.txn_id AND e.account_id = 'user:' || "
         "x.user_id",
         DB_NO_ARGS, err);

@@ -67,7 +67,8 @@ int catalog_price_at(struct store *st, const char *item, const char *region, int
         store_query(st,
                     "SELECT amount_micros, free_gib FROM prices WHERE item = ?1"
                     " AND region_id IN (?2, '') AND effective_from <= ?3"
-                    " ORDER BY region_id = '' , effective_from DESC, seq DESC LIMIT 1",
+                    " ORDER BY CASE WHEN region_id = '' THEN 1 ELSE 0 END, effective_from DESC,"
+                    " seq DESC LIMIT 1",
                     DB_ARGS(DB_TEXT(item), DB_TEXT(region ? region : ""), DB_INT(at)), err);
     int rc;
 

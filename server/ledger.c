@@ -145,14 +145,14 @@ int ledger_check(struct store *st, struct ledger_check *out, struct sl_error *er
                       DB_NO_ARGS, &out->bad_balances, err) < 0 ||
         store_get_int(st,
                       "SELECT COUNT(*) FROM (SELECT txn_id FROM ledger_entries GROUP BY txn_id"
-                      " HAVING SUM(amount_micros) != 0 OR COUNT(*) < 2)",
+                      " HAVING SUM(amount_micros) != 0 OR COUNT(*) < 2) t",
                       DB_NO_ARGS, &out->unbalanced_txns, err) < 0)
         return -1;
     /* each entry's running balance is the previous one's plus its amount */
     return store_get_int(st,
                          "SELECT COUNT(*) FROM (SELECT balance_after_micros - amount_micros AS"
                          " before, LAG(balance_after_micros, 1, 0) OVER (PARTITION BY account_id"
-                         " ORDER BY seq) AS prev FROM ledger_entries) WHERE before != prev",
+                         " ORDER BY seq) AS prev FROM ledger_entries) r WHERE before != prev",
                          DB_NO_ARGS, &out->bad_running, err) < 0
                ? -1
                : 0;

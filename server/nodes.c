@@ -6,6 +6,7 @@
 #include "../lib/json.h"
 #include "../lib/log.h"
 #include "../lib/timefmt.h"
+#include "../lib/xalloc.h"
 #include "api.h"
 #include "billing.h"
 
@@ -140,22 +141,41 @@ int nodes_check_inventory(json_t *inv, struct sl_error *err)
 }
 
 /* The catalog model a GPU's name stands for: the longest catalog name found
- * in it, ignoring case ("NVIDIA GeForce RTX 4090" is "RTX 4090"). */
+ * in it, ignoring ASCII case ("NVIDIA GeForce RTX 4090" is "RTX 4090"); of
+ * names as long, the first by id. Matched here, not in SQL: substring
+ * functions differ between SQL dialects (store.h). */
 static int match_model(struct store *st, const char *gpu_name, char *model_id, struct sl_error *err)
 {
     cleanup_rows struct db_rows *rows =
-        store_query(st,
-                    "SELECT id FROM gpu_models WHERE instr(lower(?1), lower(name)) > 0"
-                    " ORDER BY length(name) DESC LIMIT 1",
-                    DB_ARGS(DB_TEXT(gpu_name)), err);
+        store_query(st, "SELECT id, name FROM gpu_models ORDER BY id", DB_NO_ARGS, err);
+    size_t best = 0;
     int rc;
 
     model_id[0] = '\0';
-    if (!rows || (rc = db_next(rows, err)) < 0)
+    if (!rows)
         return -1;
-    if (rc == 1)
-        snprintf(model_id, SL_ID_MAX, "%s", db_text(rows, 0));
-    return 0;
+    while ((rc = db_next(rows, err)) == 1) {
+        const char *name = db_text(rows, 1);
+        size_t n = strlen(name);
+        if (n > best && strcasestr(gpu_name, name)) {
+            best = n;
+            snprintf(model_id, SL_ID_MAX, "%s", db_text(rows, 0));
+        }
+    }
+    return rc < 0 ? -1 : 0;
+}
+
+static bool inventory_has_index(json_t *gpus, int64_t idx)
+{
+    size_t i;
+    json_t *g;
+
+    json_array_foreach(gpus, i, g)
+    {
+        if (json_integer_value(json_object_get(g, "index")) == idx)
+            return true;
+    }
+    return false;
 }
 
 static int sync_gpus(struct store *st, const char *node_id, json_t *gpus, struct sl_error *err)
@@ -186,18 +206,30 @@ static int sync_gpus(struct store *st, const char *node_id, json_t *gpus, struct
     }
     /* a GPU gone from the host leaves the pool, unless an instance holds it:
      * that one stays, so no reservation is lost while the host recovers */
-    cleanup_json json_t *indexes = json_array();
-    json_array_foreach(gpus, i, g)
+    cleanup_free int64_t *gone = NULL;
+    size_t n_gone = 0;
     {
-        json_array_append(indexes, json_object_get(g, "index"));
+        cleanup_rows struct db_rows *rows =
+            store_query(st, "SELECT idx FROM gpus WHERE node_id = ?1 AND instance_id IS NULL",
+                        DB_ARGS(DB_TEXT(node_id)), err);
+        int rc;
+        if (!rows)
+            return -1;
+        while ((rc = db_next(rows, err)) == 1) {
+            int64_t idx = db_int(rows, 0);
+            if (inventory_has_index(gpus, idx))
+                continue;
+            gone = xrealloc(gone, (n_gone + 1) * sizeof(*gone));
+            gone[n_gone++] = idx;
+        }
+        if (rc < 0)
+            return -1;
     }
-    cleanup_free char *list = json_dumps(indexes, JSON_COMPACT);
-    return store_exec(st,
-                      "DELETE FROM gpus WHERE node_id = ?1 AND instance_id IS NULL"
-                      " AND idx NOT IN (SELECT value FROM json_each(?2))",
-                      DB_ARGS(DB_TEXT(node_id), DB_TEXT(list)), err) < 0
-               ? -1
-               : 0;
+    for (size_t k = 0; k < n_gone; k++)
+        if (store_exec(st, "DELETE FROM gpus WHERE node_id = ?1 AND idx = ?2",
+                       DB_ARGS(DB_TEXT(node_id), DB_INT(gone[k])), err) < 0)
+            return -1;
+    return 0;
 }
 
 static int update_inventory(struct store *st, const char *node_id, json_t *inv,
@@ -379,9 +411,13 @@ int nodes_apply_images(struct server *srv, const char *node_id, json_t *images,
             return sl_fail(err, SL_E_INVALID, "invalid_field",
                            "images[%zu].state must be ready, building or failed", i);
         if (store_exec(st,
-                       "INSERT OR REPLACE INTO node_images (node_id, name, state, os, python,"
-                       " cuda, framework, size_bytes, message, updated_at) VALUES (?1, ?2, ?3,"
-                       " ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                       "INSERT INTO node_images (node_id, name, state, os, python, cuda,"
+                       " framework, size_bytes, message, updated_at) VALUES (?1, ?2, ?3, ?4,"
+                       " ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT (node_id, name) DO UPDATE SET"
+                       " state = excluded.state, os = excluded.os, python = excluded.python,"
+                       " cuda = excluded.cuda, framework = excluded.framework,"
+                       " size_bytes = excluded.size_bytes, message = excluded.message,"
+                       " updated_at = excluded.updated_at",
                        DB_ARGS(DB_TEXT(node_id), DB_TEXT(name), DB_TEXT(state),
                                DB_TEXT(os ? os : ""), DB_TEXT(python ? python : ""),
                                DB_TEXT(cuda ? cuda : ""), DB_TEXT(framework ? framework : ""),

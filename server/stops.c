@@ -65,6 +65,13 @@ static int instance_state(struct store *st, const char *id, char state[static 16
     return 0;
 }
 
+/* Asked to run and not stopped yet (instance-states.h). */
+static bool state_up(const char *state)
+{
+    int s = instance_state_parse(state);
+    return s >= 0 && instance_state_up(s);
+}
+
 int stops_schedule(struct server *srv, const char *id, int64_t at, struct sl_error *err)
 {
     struct store *st = srv->store;
@@ -96,9 +103,7 @@ int stops_schedule(struct server *srv, const char *id, int64_t at, struct sl_err
         return sl_fail(err, SL_E_INVALID, "invalid_field",
                        "a stop can be scheduled at most %s ahead: give an earlier time",
                        duration_text(srv->cfg.stop_schedule_max, text));
-    if (strcmp(desired, "running") != 0 ||
-        (strcmp(state, "running") != 0 && strcmp(state, "starting") != 0 &&
-         strcmp(state, "creating") != 0))
+    if (instance_state_parse(desired) != INSTANCE_RUNNING || !state_up(state))
         return sl_fail(err, SL_E_CONFLICT, "invalid_state",
                        "instance '%s' is %s: only a running instance can have a stop scheduled", id,
                        state);
@@ -131,7 +136,8 @@ int stops_set_idle(struct server *srv, const char *id, int64_t after, struct sl_
         return -1;
     if (instance_state(st, id, state, desired, err) < 0)
         return -1;
-    if (strcmp(state, "released") == 0 || strcmp(state, "releasing") == 0)
+    int known = instance_state_parse(state);
+    if (known >= 0 && instance_state_gone(known))
         return sl_fail(err, SL_E_CONFLICT, "invalid_state", "instance '%s' is %s", id, state);
     /* a new setting starts a new idle period */
     if (store_exec(st,
@@ -257,8 +263,7 @@ static int scheduled_stop(struct server *srv, const struct due *d, struct stops_
     if (instance_state(srv->store, d->id, state, desired, err) < 0)
         return -1;
     /* stopping or stopped already: the schedule has nothing left to do */
-    if (strcmp(state, "running") != 0 && strcmp(state, "starting") != 0 &&
-        strcmp(state, "creating") != 0)
+    if (!state_up(state))
         return store_exec(srv->store, "UPDATE instances SET stop_at = NULL WHERE id = ?1",
                           DB_ARGS(DB_TEXT(d->id)), err) < 0
                    ? -1
@@ -379,7 +384,7 @@ json_t *stops_json(struct server *srv, json_t *j, struct sl_error *err)
     }
     bool own = !db_null(rows, 1);
     int64_t after = own ? db_int(rows, 1) : db_int(rows, 2);
-    bool running = state && strcmp(state, "running") == 0;
+    bool running = instance_state_parse(state) == INSTANCE_RUNNING;
     json_object_set_new(j, "stop_at", db_null(rows, 0) ? json_null() : api_time(db_int(rows, 0)));
     json_object_set_new(j, "idle_stop_after_seconds",
                         after > 0 ? json_integer(after) : json_null());

@@ -345,5 +345,18 @@ const char *const sqlite_migrations[] = {
     "  subject TEXT NOT NULL,"
     "  at INTEGER NOT NULL);"
     "CREATE INDEX rate_events_subject ON rate_events(subject, at);",
+
+    /* 7: names are unique per renter among instances not released
+     * (docs/design/instances.md, "Names"). Instances made before may share
+     * a name: each later one keeps its name and records the older one it
+     * shares it with, and stays out of the index, which therefore always
+     * builds; placement refuses a new duplicate of any of them. */
+    "ALTER TABLE instances ADD COLUMN name_shared_with TEXT;"
+    "UPDATE instances SET name_shared_with = (SELECT o.id FROM instances o"
+    "  WHERE o.user_id = instances.user_id AND o.name = instances.name"
+    "  AND o.state != 'released' AND o.seq < instances.seq ORDER BY o.seq LIMIT 1)"
+    "  WHERE state != 'released';"
+    "CREATE UNIQUE INDEX instances_user_name ON instances(user_id, name)"
+    "  WHERE state != 'released' AND name_shared_with IS NULL;",
     0,
 };

@@ -7,9 +7,11 @@
 #include "../lib/timefmt.h"
 #include "../lib/xalloc.h"
 
+#include <ctype.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 struct store {
     const struct store_ops *ops;
@@ -60,19 +62,65 @@ static struct conn *conn_get(struct store *st, struct sl_error *err)
     return c;
 }
 
+/* The backends by URI scheme, as crun picks its cgroup manager by name. A
+ * row without ops is a scheme that is planned but not built: it fails with
+ * what to use instead. */
+static const struct store_backend {
+    const char *scheme;
+    const struct store_ops *ops;
+} store_backends[] = {
+    { "sqlite", &store_sqlite_ops },
+    { "postgres", NULL },
+    { "postgresql", NULL },
+};
+
+/* "SCHEME:REST" with SCHEME a URI scheme (RFC 3986: a letter, then letters,
+ * digits, '+', '-', '.'): the length of SCHEME, else 0 (a plain path). */
+static size_t uri_scheme_length(const char *uri)
+{
+    size_t n = 0;
+
+    if (!isalpha((unsigned char)uri[0]))
+        return 0;
+    while (isalnum((unsigned char)uri[n]) || uri[n] == '+' || uri[n] == '-' || uri[n] == '.')
+        n++;
+    return uri[n] == ':' ? n : 0;
+}
+
+static const struct store_ops *store_backend_find(const char *uri, const char **target,
+                                                  struct sl_error *err)
+{
+    size_t n = uri_scheme_length(uri);
+
+    *target = uri;
+    if (n == 0) /* a plain path is an SQLite file */
+        return &store_sqlite_ops;
+    for (size_t i = 0; i < ARRAY_SIZE(store_backends); i++) {
+        const struct store_backend *b = &store_backends[i];
+        if (strlen(b->scheme) != n || strncasecmp(uri, b->scheme, n) != 0)
+            continue;
+        if (!b->ops) {
+            sl_fail(err, SL_E_INVALID, "unsupported_store",
+                    "no backend for scheme '%s' in this suanlid yet; use sqlite:PATH", b->scheme);
+            return NULL;
+        }
+        *target = uri + n + 1;
+        return b->ops;
+    }
+    sl_fail(err, SL_E_INVALID, "unsupported_store",
+            "no backend for scheme '%.*s'; use sqlite:PATH (or a plain path to an SQLite file)",
+            (int)(n > 32 ? 32 : n), uri);
+    return NULL;
+}
+
 struct store *store_open(const char *uri, struct sl_error *err)
 {
-    const struct store_ops *ops = &store_sqlite_ops;
-    const char *target = uri;
+    const char *target;
+    const struct store_ops *ops = store_backend_find(uri, &target, err);
     struct store *st;
 
-    if (strncmp(uri, "sqlite:", 7) == 0) {
-        target = uri + 7;
-    } else if (strncmp(uri, "postgres", 8) == 0) {
-        sl_fail(err, SL_E_INVALID, "unsupported_store",
-                "the PostgreSQL store is not built yet; use sqlite:PATH");
+    if (!ops)
         return NULL;
-    }
     st = xzalloc(sizeof(*st));
     st->ops = ops;
     st->target = xstrdup(target);

@@ -2,7 +2,17 @@
  *
  * Callers write portable SQL with numbered parameters (?1, ?2, ...) and never
  * see the backend; a backend is a `struct store_ops` (store-sqlite.c today,
- * PostgreSQL next). Each thread gets its own connection. Transactions nest:
+ * PostgreSQL next), chosen by the URI's scheme from a table in store.c.
+ * Portable means what SQLite and PostgreSQL both run the same way: pages by
+ * an explicit integer column (`seq`), never `rowid`; `INSERT ... ON CONFLICT
+ * (...) DO UPDATE / DO NOTHING`, never `INSERT OR REPLACE`; flags are integer
+ * columns compared with `= 1`, never used bare as a condition, and
+ * conditions are never summed or selected as integers (`CASE WHEN ... THEN 1
+ * ELSE 0 END`); `CASE` for the larger of two values, not scalar `MAX(a, b)`;
+ * every subquery in FROM has an alias and every selected column is grouped
+ * or aggregated; no SQLite functions (`instr`, `json_each`, `printf`).
+ * Migrations are the one place for a backend's own dialect. Each thread gets
+ * its own connection. Transactions nest:
  * the outermost store_begin() opens a write transaction, inner ones are
  * savepoints, so a handler's transaction can run inside the API layer's
  * (see idempotency.c). */
@@ -61,7 +71,9 @@ struct store_ops {
     const char *const *migrations; /* NULL-terminated; index + 1 is the version */
 };
 
-/* uri: "sqlite:PATH" (or a plain path). */
+/* uri: "sqlite:PATH", or a plain path (an SQLite file). A scheme without a
+ * backend ("postgres:" today) fails with SL_E_INVALID, code
+ * "unsupported_store", and a message that names the scheme. */
 struct store *store_open(const char *uri, struct sl_error *err);
 void store_close(struct store *st);
 const char *store_backend(const struct store *st);

@@ -105,6 +105,41 @@ TEST(open_errors)
     sl_error_clear(&err);
     CHECK(store_open("postgres://localhost/x", &err) == NULL);
     CHECK_STR(err.code, "unsupported_store");
+    CHECK_CONTAINS(err.message, "no backend for scheme 'postgres'");
+    CHECK_CONTAINS(err.message, "sqlite:PATH");
+    sl_error_clear(&err);
+    CHECK(store_open("PostgreSQL://localhost/x", &err) == NULL);
+    CHECK_CONTAINS(err.message, "no backend for scheme 'postgresql'");
+    sl_error_clear(&err);
+    CHECK(store_open("mysql://localhost/x", &err) == NULL);
+    CHECK_STR(err.code, "unsupported_store");
+    CHECK_CONTAINS(err.message, "no backend for scheme 'mysql'");
+    sl_error_clear(&err);
+    /* nothing but a colon: no scheme, a path the file system refuses */
+    CHECK(store_open(":/no/such/dir/t.db", &err) == NULL);
+    CHECK(strstr(err.message, "scheme") == NULL);
+}
+
+/* The table picks the backend by scheme, case aside; a plain path is an
+ * SQLite file. */
+TEST(backend_by_scheme)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    const char *uris[] = { "sqlite:%s/a.db", "SQLite:%s/b.db", "%s/c.db" };
+
+    for (size_t i = 0; i < ARRAY_SIZE(uris); i++) {
+        char *uri = xasprintf(uris[i], test_tmpdir());
+        struct store *st = store_open(uri, &err);
+        free(uri);
+        if (!CHECK(st))
+            continue;
+        CHECK_STR(store_backend(st), "sqlite");
+        store_close(st);
+    }
+    /* the path after the scheme is the file: no "sqlite:" directory */
+    CHECK(access(test_path("a.db"), F_OK) == 0);
+    CHECK(access(test_path("b.db"), F_OK) == 0);
+    CHECK(access(test_path("c.db"), F_OK) == 0);
 }
 
 TEST(nested_transactions)

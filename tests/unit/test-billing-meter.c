@@ -1,0 +1,207 @@
+/* server/billing-meter.c's settlement against the formula billing.h
+ * promises: however often and whenever a meter is settled, it has charged
+ * floor(amount * (settled_until - started_at) / period) to the micro, in
+ * settlements numbered 1..n that never cross a UTC midnight, the renter's
+ * ledger account has paid exactly that, and nothing is charged past the
+ * host's last report. The expected values are computed here, in 128 bits,
+ * from the meter's row alone. A settlement that charged each interval's own
+ * floor (the drift this design avoids) loses up to a micro per settlement
+ * and fails the first check. */
+#include "harness.h"
+
+#include "../../lib/cleanup.h"
+#include "../../lib/timefmt.h"
+#include "../../server/billing.h"
+#include "../../server/catalog.h"
+#include "../../server/ledger.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+
+#define DAY      86400
+#define N_METERS 6
+
+static int64_t fake_now;
+
+static int64_t clock_now(void)
+{
+    return fake_now;
+}
+
+struct expect {
+    int64_t seq, amount, period, started, ended, settled;
+};
+
+static void must(int rc, const struct sl_error *err, const char *what)
+{
+    if (rc < 0)
+        test_fail(__FILE__, __LINE__, "%s: %s", what, err->message);
+}
+
+static int64_t one_int(struct store *st, const char *sql, const struct db_arg *args)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    int64_t v = 0;
+
+    if (store_get_int(st, sql, args, &v, &err) != 1)
+        test_fail(__FILE__, __LINE__, "%s: %s", sql, err.message);
+    return v;
+}
+
+static void heartbeat(struct store *st, int64_t at)
+{
+    struct sl_error err = SL_ERROR_INIT;
+
+    must(store_exec(st, "UPDATE nodes SET last_heartbeat = ?1 WHERE id = 'n-meter'",
+                    DB_ARGS(DB_INT(at)), &err),
+         &err, "heartbeat");
+}
+
+static void settle(struct server *srv)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    struct billing_stats stats = { 0 };
+
+    must(billing_settle(srv, &stats, &err), &err, "billing_settle");
+}
+
+/* Every meter's row, charges and the renter's balance against the formula. */
+static void check_meters(struct store *st, const struct expect *e, size_t n)
+{
+    char account[LEDGER_ACCOUNT_MAX];
+    struct sl_error err = SL_ERROR_INIT;
+    int64_t all = 0, balance = 0;
+
+    for (size_t i = 0; i < n && test_ok(); i++) {
+        const struct db_arg *seq = DB_ARGS(DB_INT(e[i].seq));
+        int64_t settled = one_int(st, "SELECT settled_until FROM meters WHERE seq = ?1", seq);
+        int64_t charged = one_int(st, "SELECT charged_micros FROM meters WHERE seq = ?1", seq);
+        int64_t want =
+            (int64_t)((__int128)e[i].amount * (e[i].settled - e[i].started) / e[i].period);
+        if (!CHECK_EQ_INT(settled, e[i].settled) || !CHECK_EQ_INT(charged, want)) {
+            test_fail(__FILE__, __LINE__, "meter %zu: %" PRId64 " per %" PRId64 " s from %" PRId64,
+                      i, e[i].amount, e[i].period, e[i].started);
+            return;
+        }
+        CHECK_EQ_INT(one_int(st,
+                             "SELECT COALESCE(SUM(amount_micros), 0) FROM charges"
+                             " WHERE meter_seq = ?1",
+                             seq),
+                     charged);
+        /* numbered 1..n, one per row, none across a midnight, none empty */
+        int64_t count = one_int(st, "SELECT COUNT(*) FROM charges WHERE meter_seq = ?1", seq);
+        CHECK_EQ_INT(one_int(st, "SELECT settlements FROM meters WHERE seq = ?1", seq), count);
+        CHECK_EQ_INT(one_int(st,
+                             "SELECT COALESCE(MAX(settlement), 0) FROM charges"
+                             " WHERE meter_seq = ?1",
+                             seq),
+                     count);
+        CHECK_EQ_INT(one_int(st,
+                             "SELECT COUNT(*) FROM charges WHERE meter_seq = ?1 AND"
+                             " (period_from / 86400 != (period_to - 1) / 86400"
+                             " OR period_to <= period_from OR amount_micros <= 0)",
+                             seq),
+                     0);
+        all += charged;
+    }
+    must(ledger_balance(st, ledger_user_account(account, "u-meter"), &balance, &err), &err,
+         "balance");
+    CHECK_EQ_INT(balance, -all);
+    struct billing_check c;
+    must(billing_check(st, &c, &err), &err, "billing_check");
+    CHECK_EQ_INT(c.bad_charged + c.bad_sums + c.bad_positions + c.bad_keys + c.bad_txns, 0);
+    CHECK_EQ_INT(c.charges_total, all);
+}
+
+TEST(settlement_is_the_formula_whenever_it_runs)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    struct server srv = { .store = test_store() };
+    struct store *st = srv.store;
+    char account[LEDGER_ACCOUNT_MAX];
+    /* prices that do not divide their period: every floor has a remainder */
+    static const struct {
+        const char *item;
+        int64_t amount, period;
+    } meters[N_METERS] = {
+        { "gpu", 1980001, 3600 },        { "gpu", 7, 3600 },
+        { "gpu", 8 * 12880003LL, 3600 }, { "nogpu", 100001, 3600 },
+        { "data_disk", 13 * 7001, DAY }, { "gpu", 999999999999LL, 3600 },
+    };
+    struct expect e[N_METERS];
+
+    sl_time_set_clock(clock_now);
+    fake_now = 1767225600 + test_rand_range(0, DAY - 1); /* 2026-01-01 */
+    must(catalog_region_create(st, "meter-1", "Meters", false, &err), &err, "region");
+    must(store_exec(st,
+                    "INSERT INTO users (id, email, name, password_hash, created_at)"
+                    " VALUES ('u-meter', 'meter@example.com', 'm', 'x', ?1)",
+                    DB_ARGS(DB_INT(fake_now)), &err),
+         &err, "user");
+    must(ledger_open_account(st, ledger_user_account(account, "u-meter"), "u-meter", &err), &err,
+         "account");
+    must(store_exec(st,
+                    "INSERT INTO nodes (id, hostname, address, region_id, token_hash,"
+                    " ssh_port_min, ssh_port_max, created_at, last_heartbeat)"
+                    " VALUES ('n-meter', 'h', '127.0.0.1', 'meter-1', 'hash', 30000, 30099, ?1,"
+                    " ?1)",
+                    DB_ARGS(DB_INT(fake_now)), &err),
+         &err, "node");
+    for (int i = 0; i < N_METERS; i++) {
+        /* meters start at different times, some before the first pass */
+        int64_t start = fake_now - test_rand_range(0, 3) * test_rand_range(1, 5000);
+        must(store_exec(st,
+                        "INSERT INTO meters (instance_id, user_id, node_id, item, quantity,"
+                        " unit_price_micros, amount_micros, period_s, started_at, settled_until)"
+                        " VALUES (?1, 'u-meter', 'n-meter', ?2, 1, ?3, ?3, ?4, ?5, ?5)",
+                        DB_ARGS(DB_TEXT("i-meter"), DB_TEXT(meters[i].item),
+                                DB_INT(meters[i].amount), DB_INT(meters[i].period), DB_INT(start)),
+                        &err),
+             &err, "meter");
+        e[i] = (struct expect){ .seq = i + 1,
+                                .amount = meters[i].amount,
+                                .period = meters[i].period,
+                                .started = start,
+                                .ended = -1,
+                                .settled = start };
+    }
+    if (!test_ok())
+        return;
+
+    int64_t heard = fake_now;
+    for (int round = 0; round < 400 && test_ok(); round++) {
+        /* short steps (many settlements, the drift's worst case), long
+         * ones across midnights, and passes with no time gone by */
+        int64_t step = round % 3 == 0   ? test_rand_range(1, 7)
+                       : round % 3 == 1 ? test_rand_range(1, 5000)
+                                        : test_rand_range(0, 2) * test_rand_range(1, 2 * DAY);
+        fake_now += step;
+        /* the host mostly reports at once; sometimes it is behind */
+        if (test_rand_range(0, 4) > 0)
+            heard = fake_now - test_rand_range(0, 1) * test_rand_range(0, step);
+        heartbeat(st, heard);
+        /* a meter ends now and then; it is settled to its end only as far
+         * as the host has reported */
+        if (round % 97 == 96) {
+            size_t k = (size_t)test_rand_range(0, N_METERS - 1);
+            if (e[k].ended < 0) {
+                e[k].ended = fake_now - test_rand_range(0, step);
+                if (e[k].ended < e[k].started)
+                    e[k].ended = e[k].started;
+                must(store_exec(st, "UPDATE meters SET ended_at = ?2 WHERE seq = ?1",
+                                DB_ARGS(DB_INT(e[k].seq), DB_INT(e[k].ended)), &err),
+                     &err, "end meter");
+            }
+        }
+        settle(&srv);
+        for (int i = 0; i < N_METERS; i++) {
+            int64_t to = heard < fake_now ? heard : fake_now;
+            if (e[i].ended >= 0 && to > e[i].ended)
+                to = e[i].ended;
+            if (to > e[i].settled)
+                e[i].settled = to;
+        }
+        check_meters(st, e, N_METERS);
+    }
+    sl_time_set_clock(NULL);
+}
