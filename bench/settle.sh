@@ -1,11 +1,12 @@
 #!/bin/bash
 # Benchmarks one settlement pass of the billing loop (server/billing.h) over
 # many running instances on SQLite: time per pass, settlements (charges rows)
-# and ledger entries written per second.
+# and ledger entries written per second, and the median pass over passes
+# 1..PASSES (the figure README.md quotes; pass 0 is a first settlement).
 #   bench/settle.sh
 # PERF=FILE records a perf profile of suanlid during the last pass.
 # Environment: INSTANCES (100000), RENTERS (1000), NODES (12500: 8 instances
-# each), PASSES measured (5), GAP seconds between passes (3), RATE micros per
+# each), PASSES measured (7), GAP seconds between passes (3), RATE micros per
 # hour of each instance (2500000), SUANLI_BUILD (build). Writes the table to
 # bench/results/settle.md.
 set -euo pipefail
@@ -15,7 +16,7 @@ build=${SUANLI_BUILD:-$root/build}
 instances=${INSTANCES:-100000}
 renters=${RENTERS:-1000}
 nodes=${NODES:-12500}
-passes=${PASSES:-5}
+passes=${PASSES:-7}
 gap=${GAP:-3}
 rate=${RATE:-2500000}
 results=$root/bench/results/settle.md
@@ -223,6 +224,22 @@ mem=$(awk '/^MemTotal:/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)
                     (us > 0 ? s / (us / 1e6) : 0), (us > 0 ? e / (us / 1e6) : 0) }'
     done
     echo
+    # the figure README.md quotes: the median of the steady passes (pass 0
+    # settles meters that were never settled and is left out)
+    for r in "${rows[@]:1}"; do
+        read -r p wall_ns us meters settlements written <<<"$r"
+        echo "$us $settlements"
+    done | sort -n | awk -v n="$passes" '
+        { us[NR] = $1; rate[NR] = $1 > 0 ? $2 / ($1 / 1e6) : 0 }
+        END {
+            if (NR == 0) exit
+            m = NR % 2 ? us[(NR + 1) / 2] : (us[NR / 2] + us[NR / 2 + 1]) / 2
+            lo = hi = rate[1]
+            for (i = 2; i <= NR; i++) { if (rate[i] < lo) lo = rate[i]; if (rate[i] > hi) hi = rate[i] }
+            printf "**Median pass: %.3f s** over passes 1 to %d (%.3f to %.3f s), ", m / 1e6, n,
+                us[1] / 1e6, us[NR] / 1e6
+            printf "%.0f to %.0f settlements/s.\n\n", lo, hi
+        }'
     echo "After the passes: billing check ok ($(echo "$check" | jq -r .meters) meters,"
     echo "$(echo "$check" | jq -r .charges_total_micros) micros charged), ledger check ok"
     echo "($(echo "$lcheck" | jq -r .transactions) transactions); data directory ${db_mib} MiB."

@@ -1,9 +1,12 @@
 #!/bin/sh
 # Installs the Debian packages a purpose needs, only those missing.
 #   scripts/deps.sh build   compilers and libraries
-#   scripts/deps.sh test    build + test tools (pytest, clang for libFuzzer, ...)
+#   scripts/deps.sh test    build + node + test tools (pytest, clang for libFuzzer, crun for
+#                           tests/unit/test-runtime.c); the tests require, never skip for,
+#                           what these install (ssh-keygen, setpriv, runc, nft, ...)
 #   scripts/deps.sh run     build + what a node needs (runc, CNI plugins, mmdebstrap, nginx, ...)
-#   scripts/deps.sh bench   build + wrk, jq (bench/settle.sh also uses sqlite3)
+#   scripts/deps.sh bench   build + node + wrk, jq, pytest (bench/*.py import the integration
+#                           tests' conftest.py, which imports pytest; settle.sh uses sqlite3)
 set -eu
 purpose=${1:-build}
 build="build-essential pkg-config libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev
@@ -11,9 +14,9 @@ libsqlite3-dev libsodium-dev libyaml-dev libarchive-dev liblzma-dev libcrypt-dev
 node="runc containernetworking-plugins mmdebstrap iptables e2fsprogs iproute2 util-linux
 openssh-client rsync nginx nftables"
 test="$build $node python3 python3-pytest python3-yaml clang libclang-rt-14-dev clang-format
-jq procps"
+jq procps crun"
 run="$build $node jq"
-bench="$build $node wrk python3 jq"
+bench="$build $node wrk python3 python3-pytest jq"
 case "$purpose" in
 build) want=$build ;;
 run) want=$run ;;

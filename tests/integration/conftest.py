@@ -25,6 +25,13 @@ SAMPLE_CATALOG = os.path.join(ROOT, "etc", "catalog.sample.json")
 PASSWORD = "correct horse battery"
 
 
+def sample_catalog():
+    """etc/catalog.sample.json, which every test server is seeded with: tests
+    take its prices from here, never from copies."""
+    with open(SAMPLE_CATALOG) as f:
+        return json.load(f)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -335,6 +342,23 @@ def wait_for(fn, timeout=60, interval=0.05, what="condition"):
     raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
 
 
+def wait_heartbeats(server, node_id, count=1, timeout=30):
+    """Waits until the node has reported count more times: its
+    last_heartbeat (whole seconds; the agent reports every few) moved on
+    that often. What a test waits for instead of sleeping through "a
+    heartbeat or two". Returns the last one seen."""
+    def last():
+        r = server.request("GET", f"/v1/admin/nodes/{node_id}", token=server.admin_token)
+        assert r.status == 200, r
+        return r.json["last_heartbeat"]
+    seen = last()
+    for n in range(count):
+        before = seen
+        seen = wait_for(lambda: (lambda v: v if v != before else None)(last()), timeout=timeout,
+                        interval=0.1, what=f"heartbeat {n + 1} of {count} from {node_id}")
+    return seen
+
+
 class ApiHost:
     """A host that the test enrolls and reports for through the node API
     itself, with the disk figures it chooses: for placement tests, which
@@ -356,9 +380,12 @@ class ApiHost:
             "inventory": self.inventory()})
         assert r.status == 201, r
         self.node_id, self.token = r.json["node_id"], r.json["node_token"]
+        known = [i for i in server.request("GET", "/v1/images", token=admin).json["items"]
+                 if i["name"] == image]
         r = server.request("POST", "/v1/admin/images", {"name": image, "recipe": "base"},
                            token=admin)
-        assert r.status in (201, 409), r
+        # the first host of a server defines the image, later ones find it
+        assert (r.status, r.code) == ((409, "image_exists") if known else (201, None)), r
         self.heartbeat()
 
     def inventory(self):
@@ -398,8 +425,9 @@ def host_leftovers(data_dir, instance_id, port):
     rules = subprocess.run(["iptables-save"], capture_output=True, text=True).stdout
     if instance_id in rules or f"--dport {port} " in rules or f"dpt:{port} " in rules:
         left.append("iptables rule")
-    # its port's chain in the bridge's nftables table (node/firewall.h)
-    if shutil.which("nft") and instance_id in subprocess.run(
+    # its port's chain in the bridge's nftables table (node/firewall.h); nft
+    # is installed by scripts/deps.sh and required
+    if instance_id in subprocess.run(
             ["nft", "list", "ruleset", "bridge"], capture_output=True, text=True).stdout:
         left.append("nft chain")
     if os.path.exists(os.path.join(data_dir, "instances", instance_id)):

@@ -97,7 +97,7 @@ def test_kill9_during_credit_burst(make_server):
         while len(acked) < target and any(t.is_alive() for t in threads) \
                 and time.time() < deadline:
             time.sleep(0.001)
-        time.sleep(rng.random() * 0.02)
+        time.sleep(rng.random() * 0.02)  # the random moment is the test
         if any(t.is_alive() for t in threads):
             kills_mid_burst += 1
         s.kill9()

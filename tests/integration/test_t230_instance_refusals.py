@@ -93,3 +93,49 @@ def test_a_renter_holds_at_most_max_per_user_instances_even_when_racing(make_ser
     assert server.request("GET", f"/v1/instances/{iid}",
                           token=user["token"]).json["state"] == "released"
     assert server.request("POST", "/v1/instances", body, token=user["token"]).status == 201
+
+
+def test_names_are_unique_per_renter_even_when_racing(make_server):
+    """A name names one of a renter's instances not released: concurrent
+    creates with one name give one instance and 409 name_taken for the rest;
+    another renter may use it; a released instance's name is free again.
+    GET /v1/instances?name= resolves it to the id (exactly, own only)."""
+    server = make_server()
+    host = ApiHost(server)
+    user, other = Cluster(server, None).renter(), Cluster(server, None).renter()
+    body = {**BASE, "image": host.image, "name": "nb"}
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(lambda _: server.request("POST", "/v1/instances", body,
+                                                         token=user["token"]), range(8)))
+    made = [r.json["id"] for r in results if r.status == 201]
+    assert len(made) == 1, results
+    iid = made[0]
+    for r in results:
+        if r.status != 201:
+            assert r.status == 409 and r.code == "name_taken", r
+            msg = r.json["error"]["message"]
+            assert f"'nb' ({iid})" in msg and "choose another name" in msg, msg
+    assert server.request("POST", "/v1/instances", body, token=other["token"]).status == 201
+
+    def named(token, name, query=""):
+        r = server.request("GET", f"/v1/instances?name={name}{query}", token=token)
+        assert r.status == 200, r
+        return [i["id"] for i in r.json["items"]]
+
+    assert named(user["token"], "nb") == [iid]
+    assert named(user["token"], "NB") == [] and named(user["token"], "n%25") == []
+    assert len(named(other["token"], "nb")) == 1 and named(other["token"], "nb") != [iid]
+    r = server.request("GET", "/v1/instances?name=", token=user["token"])
+    assert r.status == 400 and r.code == "invalid_parameter", r
+
+    # released (once the host confirms it is gone), the name is free again
+    assert server.request("POST", f"/v1/instances/{iid}/release", {},
+                          token=user["token"]).status == 200
+    r = server.request("POST", "/v1/instances", body, token=user["token"])
+    assert r.status == 409 and r.code == "name_taken", r  # still releasing
+    host.heartbeat([{"id": iid, "state": "absent"}])
+    r = server.request("POST", "/v1/instances", body, token=user["token"])
+    assert r.status == 201, r
+    assert named(user["token"], "nb") == [r.json["id"]]
+    assert named(user["token"], "nb", "&state=all") == [iid, r.json["id"]]

@@ -252,7 +252,9 @@ def test_suanlid_kill9_changes_nothing_on_the_node(cluster):
     s.kill9()
     wait_for(lambda: "cannot read the desired state" in log_since(node, offset), timeout=10,
              what="the agent to notice")
-    # a whole heartbeat interval (3 s) and many polls with the API gone
+    # a whole heartbeat interval (3 s) and many polls with the API gone: the
+    # duration is the condition (no event marks it: the agent logs only the
+    # first failure)
     deadline = time.time() + 3.5
     while time.time() < deadline:
         assert {x: container(data, x) for x in before} == before

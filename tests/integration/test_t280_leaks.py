@@ -210,7 +210,7 @@ def start_until_running(env, user, iid):
     if inst["state"] == "failed":
         verb(env, user, iid, "start")
         inst = wait(env, user, iid, ("running", "failed"))
-    assert inst["state"] == "running", inst
+    assert inst["state"] == "running", (inst.get("state_message"), env.node.log_text()[-4000:])
     return inst
 
 
@@ -269,7 +269,7 @@ def kill_during(env, offset, needle):
     that it began `needle` (e.g. "starting i-..."), and restarts it."""
     wait_for(lambda: needle in env.node.log_text()[offset:], timeout=30, interval=0.002,
              what=f"the agent to log {needle!r}")
-    time.sleep(random.uniform(0, 0.3))
+    time.sleep(random.uniform(0, 0.3))  # the random moment is the test
     env.kill_agent()
 
 

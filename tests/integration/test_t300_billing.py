@@ -16,10 +16,20 @@ import time
 
 import pytest
 
-from conftest import wait_for
+from conftest import sample_catalog, wait_for, wait_heartbeats
 
-GPU_PRICE = 1980000  # RTX 4090 in etc/catalog.sample.json, micros per hour
-DISK_PRICE, DISK_FREE = 7000, 50
+# the prices every test server is seeded with (etc/catalog.sample.json)
+CATALOG = sample_catalog()
+GPU_PRICE = next(m["price_per_hour_micros"] for m in CATALOG["gpu_models"]
+                 if m["name"] == "RTX 4090")  # micros per hour
+DISK_PRICE = CATALOG["prices"]["data_disk_per_gib_day_micros"]
+DISK_FREE = CATALOG["prices"]["data_disk_free_gib"]
+
+
+def units(micros):
+    """Micros as suanlid writes an amount (lib/money.h): 2 to 6 decimals."""
+    text = f"{micros // 1_000_000}.{micros % 1_000_000:06d}".rstrip("0")
+    return text + "0" * (2 - len(text.split(".")[1]))
 
 
 def epoch(t):
@@ -93,7 +103,7 @@ def test_meter_runs_while_running_and_stops_when_asked(cluster):
     inst = cluster.create(user)
     iid = inst["id"]
     ms = meters(cluster, user, iid)
-    assert [m["kind"] for m in ms] == ["gpu"], ms  # 50 GiB is the free data disk
+    assert [m["kind"] for m in ms] == ["gpu"], ms  # the default disk is the free size
     gpu = ms[0]
     assert gpu["unit_price_micros"] == GPU_PRICE and gpu["quantity"] == 1
     assert gpu["rate_per_hour_micros"] == GPU_PRICE and gpu["ended_at"] is None
@@ -125,8 +135,9 @@ def test_meter_runs_while_running_and_stops_when_asked(cluster):
     assert stopped["release_at"] is not None
     assert epoch(stopped["release_at"]) - epoch(stopped["stopped_at"]) == 15 * 86400
 
-    # nothing more while stopped, however often it settles
-    time.sleep(1.5)
+    # nothing more while stopped, however often it settles: not after a
+    # later heartbeat either (a meter left open would be charged to it)
+    wait_heartbeats(cluster.server, cluster.node.node_id)
     run_billing(cluster)
     assert cluster.get(user, iid)["charged_micros"] == gpu["charged_micros"]
     charges = check_books(cluster, user, 100_000_000)
@@ -165,7 +176,7 @@ def test_a_start_needs_an_hour_of_balance(cluster):
     user = cluster.renter(credit_micros=GPU_PRICE - 1)
     r = cluster.create(user, wait=False)
     assert r.status == 409 and r.code == "insufficient_balance", r
-    assert "1.98" in r.json["error"]["message"] and "top up at least 0.000001" in \
+    assert units(GPU_PRICE) in r.json["error"]["message"] and "top up at least 0.000001" in \
         r.json["error"]["message"], r
     listed = cluster.server.request("GET", "/v1/instances?state=all", token=user["token"])
     assert listed.json["items"] == []
@@ -269,7 +280,8 @@ def test_a_plan_is_paid_up_front_keeps_its_gpus_and_refunds_the_rest(cluster):
     assert -refund["amount_micros"] == price - GPU_PRICE * used // 3600
     assert [m["kind"] for m in meters(cluster, user, iid) if m["ended_at"] is None] == ["gpu"]
     ended = [e for e in events(cluster, user) if e["kind"] == "plan_ended"]
-    assert len(ended) == 1 and "pay-as-you-go rate (1.98/h)" in ended[0]["message"], ended
+    assert len(ended) == 1 and f"pay-as-you-go rate ({units(GPU_PRICE)}/h)" in \
+        ended[0]["message"], ended
     assert cluster.verb(user, iid, "release").status == 200
     cluster.wait_state(user, iid, "released")
     run_billing(cluster)
@@ -297,15 +309,23 @@ def test_a_silent_host_is_not_billed(fast_rules):
     user = cluster.renter(credit_micros=100_000_000)
     inst = cluster.create(user)
     iid = inst["id"]
-    time.sleep(1.5)
+    node_id = cluster.node.node_id
+    wait_heartbeats(cluster.server, node_id)  # billed up to a report while it runs
     os.kill(cluster.node.proc.pid, signal.SIGSTOP)
     try:
-        time.sleep(6)
+        # silent past nodes.offline_after (3 s) as suanlid counts it when the
+        # host reports again: whole seconds since its last heartbeat, > 3
+        def silent_long_enough():
+            last = cluster.server.request("GET", f"/v1/admin/nodes/{node_id}",
+                                          token=cluster.server.admin_token).json["last_heartbeat"]
+            return time.time() >= epoch(last) + 4.1
+        wait_for(silent_long_enough, timeout=15, interval=0.1,
+                 what="a silence longer than nodes.offline_after")
     finally:
         os.kill(cluster.node.proc.pid, signal.SIGCONT)
     wait_for(lambda: any(e["kind"] == "host_back" for e in events(cluster, user)),
              timeout=15, what="the host_back event")
-    time.sleep(1.5)
+    wait_heartbeats(cluster.server, node_id)  # a report after the return
     run_billing(cluster)
     ms = meters(cluster, user, iid)
     assert [m["kind"] for m in ms] == ["gpu", "gpu"], ms

@@ -46,10 +46,10 @@ import urllib.error
 import pytest
 
 from conftest import (IMAGE, TEST_BRIDGE, TEST_PORTS, TEST_SUBNET, Cluster, Node, Server,
-                      cleanup_host, wait_for)
+                      cleanup_host, sample_catalog, wait_for, wait_heartbeats)
 
 KILLS = int(os.environ.get("SUANLI_CRASH_KILLS", "200"))
-FREE_GIB = 50  # etc/catalog.sample.json: data_disk_free_gib
+FREE_GIB = sample_catalog()["prices"]["data_disk_free_gib"]
 CREDIT = 100_000_000  # 100 units per renter, given once at the start
 NET_ERRORS = (OSError, urllib.error.URLError, http.client.HTTPException)
 
@@ -486,7 +486,11 @@ def test_kill9_while_billing_settles(crash_cluster):
     assert c.verb(r2, nogpu, "start", {"mode": "nogpu"}).status == 200
     c.wait_state(r2, nogpu, "running")
     stop(r2, parked)
-    time.sleep(2)
+
+    def gone_charged():  # billed at least once before its release
+        items = s.request("GET", f"/v1/instances/{gone}/meters", token=r4["token"]).json["items"]
+        return any(m["charged_micros"] > 0 for m in items)
+    wait_for(gone_charged, timeout=30, interval=0.2, what="a first charge of the instance")
     assert c.verb(r4, gone, "release").status == 200
     c.wait_state(r4, gone, "released")
 
@@ -503,6 +507,7 @@ def test_kill9_while_billing_settles(crash_cluster):
             kind = rng.choices(["quiet", "run", "verb"], [2, 2, 1])[0]
             kinds[kind] += 1
             pending = None
+            # the random waits are the test: kills at any moment of a pass
             if kind == "quiet":
                 time.sleep(rng.uniform(0.0, 0.9))
             else:
@@ -524,8 +529,9 @@ def test_kill9_while_billing_settles(crash_cluster):
             checker.check_all(cycle, full=(cycle % 40 == 39))
         churn.stop_now.set()
         churn.join(30)
-        # a last quiet pass: the loop settles, nothing is killed
-        time.sleep(2.5)
+        # a last quiet pass: the loop settles, nothing is killed, after the
+        # host has reported since the churn ended
+        wait_heartbeats(s, c.node.node_id, count=2)
         r = s.request("POST", "/v1/admin/billing/run", {}, token=s.admin_token)
         assert r.status == 200, r
         checker.check_all(KILLS, full=True)

@@ -2,11 +2,17 @@
 endpoint http://169.254.169.254/ inside an instance and its `shutdown`
 command, scheduled stops and idle stops, on the real suanlid, agent, runc
 containers, CNI network and iptables rules."""
+import calendar
 import json
 import subprocess
 import time
 
-from conftest import Cli, TEST_SUBNET
+from conftest import Cli, TEST_SUBNET, wait_for, wait_heartbeats
+
+
+def epoch(t):
+    return calendar.timegm(time.strptime(t, "%Y-%m-%dT%H:%M:%SZ"))
+
 
 META = "http://169.254.169.254"
 TOKEN = "$(cat /.suanli/metadata-token)"
@@ -79,7 +85,7 @@ def test_shutdown_inside_stops_the_instance_and_its_billing(cluster):
     user = cluster.renter(credit_micros=100_000_000)
     inst = cluster.create(user)
     iid = inst["id"]
-    time.sleep(2)
+    wait_heartbeats(cluster.server, cluster.node.node_id)  # billed up to a report while running
     # a training script that ends with shutdown
     p = cluster.ssh(user, inst, "python3 -c 'print(6*7)'; shutdown", check=False)
     assert "42" in p.stdout
@@ -93,7 +99,7 @@ def test_shutdown_inside_stops_the_instance_and_its_billing(cluster):
     m = gpu_meter(cluster, user, iid)
     assert m["ended_at"] is not None
     charged = m["charged_micros"]
-    time.sleep(2)
+    wait_heartbeats(cluster.server, cluster.node.node_id)  # an open meter would grow with it
     run_billing(cluster)
     assert gpu_meter(cluster, user, iid)["charged_micros"] == charged
     cluster.verb(user, iid, "release")
@@ -172,6 +178,8 @@ def test_scheduled_stop_fires_and_can_be_cancelled(cluster, tmp_path):
     # a stopped instance starts again without a stale schedule stopping it
     assert cluster.verb(user, iid, "start").status == 200
     cluster.wait_state(user, iid, "running")
+    # the duration is the condition: longer than one pass of the stops loop
+    # (instances.stop_check_interval, 5 s), which would act on a stale stop
     time.sleep(6)
     assert cluster.get(user, iid)["state"] == "running"
     cluster.verb(user, iid, "release")
@@ -189,7 +197,8 @@ def test_idle_stop_fires_when_idle_and_not_during_ssh(cluster, tmp_path):
          "-o", "LogLevel=ERROR", "-o", "BatchMode=yes", f"root@{busy['ssh']['host']}",
          "sleep 40"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        time.sleep(3)
+        wait_for(lambda: cluster.ssh(user, busy, "pgrep -x sleep", check=False).returncode == 0,
+                 timeout=20, interval=0.2, what="the SSH session to run in the busy instance")
         for inst in (idle, busy):
             p = suanli(cli, user, "idle-stop", inst["id"], "--after", "15s")
             assert p.returncode == 0, p
@@ -202,9 +211,13 @@ def test_idle_stop_fires_when_idle_and_not_during_ssh(cluster, tmp_path):
         assert "idle_warning" in kinds and "idle_stop" in kinds, kinds
         assert kinds.index("idle_warning") < kinds.index("idle_stop")
         assert [e for e in evs if e["kind"] == "stop"][-1]["reason"] == "idle"
-        # the one with an SSH session open runs on
-        time.sleep(8)
-        assert cluster.get(user, busy["id"])["state"] == "running"
+        # the one with an SSH session open runs on: two more heartbeats
+        # report its session, and it is not idle
+        last = wait_heartbeats(cluster.server, cluster.node.node_id, count=2)
+        shown = cluster.get(user, busy["id"])
+        # each report with the session starts its idle period again
+        assert shown["state"] == "running", shown
+        assert epoch(shown["idle_since"]) >= epoch(last) - 1, (shown, last)
         assert "idle_warning" not in [e["kind"] for e in events(cluster, user, busy["id"])]
     finally:
         session.kill()
@@ -214,6 +227,7 @@ def test_idle_stop_fires_when_idle_and_not_during_ssh(cluster, tmp_path):
     assert cluster.verb(user, busy["id"], "start").status == 200
     cluster.wait_state(user, busy["id"], "running")
     assert suanli(cli, user, "idle-stop", busy["id"], "--off").returncode == 0
+    # the duration is the condition: longer than the 15 s idle period it had
     time.sleep(20)
     assert cluster.get(user, busy["id"])["state"] == "running"
     # the account default applies to instances that follow it

@@ -456,21 +456,24 @@ def test_internal_locations_are_not_reachable(cluster, world):
                      "//_suanli/auth", "/_suanli/auth?suanli_token=x"):
             status, _, body = request(cluster, host, path)
             no_victim(status, body)
-            assert status in (400, 404), (host, path, status, body)
+            # nginx's internal locations answer a client as if absent
+            assert status == 404, (host, path, status, body)
             assert "node" not in body.lower()
 
 
 def test_request_smuggling_is_refused(cluster, world):
     vname, aname, p = world["vhost"].split(":")[0], world["ahost"].split(":")[0], world["p"]
     smuggled = (f"GET / HTTP/1.1\r\nHost: {vname}:{p}\r\n\r\n").encode()
-    for te in ("Transfer-Encoding: chunked\r\nContent-Length: 4\r\n",
-               "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n",
-               "Content-Length: 4\r\nContent-Length: 40\r\n",
-               "Transfer-Encoding: chunked, identity\r\n"):
+    # nginx: both lengths, or two, are a bad request; a coding it does not
+    # know, not implemented
+    for want, te in ((400, "Transfer-Encoding: chunked\r\nContent-Length: 4\r\n"),
+                     (400, "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n"),
+                     (400, "Content-Length: 4\r\nContent-Length: 40\r\n"),
+                     (501, "Transfer-Encoding: chunked, identity\r\n")):
         data = (f"POST / HTTP/1.1\r\nHost: {aname}:{p}\r\n{te}\r\n0\r\n\r\n").encode() + smuggled
         statuses, text = raw(cluster, data)
         no_victim(statuses, text)
-        assert statuses and statuses[0] in (400, 501), (te, text[:400])
+        assert statuses and statuses[0] == want, (te, text[:400])
         assert 200 not in statuses[1:], (te, text[:600])
 
 
