@@ -2,6 +2,7 @@
 #include "fsutil.h"
 #include "../lib/buf.h"
 #include "../lib/cleanup.h"
+#include "../lib/file.h"
 #include "../lib/xalloc.h"
 
 #include <sodium.h>
@@ -13,12 +14,17 @@
  * /.suanli/authorized_keys next to the renter's own file (so a key removed
  * from the account stops working at the next start), and the GPU variables
  * reach SSH sessions (pid 1's environment does not). */
-const char boot_init_script[] =
+static const char boot_init_script[] =
     "#!/bin/sh\n"
     "# Written by suanli-node: the instance's pid 1. It becomes sshd.\n"
     "set -eu\n"
     "umask 022\n"
     "boot=/.suanli\n"
+    "# pid 1 runs alone: a lock on the account files was left by an instance\n"
+    "# stopped while chpasswd or useradd held it, and would refuse root's\n"
+    "# password (and this boot) forever: a pid in it is alive again in a new\n"
+    "# pid namespace\n"
+    "rm -f /etc/passwd.lock /etc/shadow.lock /etc/group.lock /etc/gshadow.lock\n"
     "# root's password comes as a crypt(3) hash: the node never has the plaintext\n"
     "if [ -s \"$boot/root-password-crypt\" ]; then\n"
     "    printf 'root:%s\\n' \"$(cat \"$boot/root-password-crypt\")\" | chpasswd -e\n"
@@ -30,9 +36,15 @@ const char boot_init_script[] =
     "    rm -f $keys/ssh_host_*_key $keys/ssh_host_*_key.pub\n"
     "    : > $keys/.suanli-host-keys\n"
     "fi\n"
+    "# each made aside and moved in whole: an instance stopped midway leaves no\n"
+    "# half a key that would be kept\n"
     "for type in ed25519 ecdsa; do\n"
-    "    [ -s $keys/ssh_host_${type}_key ] ||\n"
-    "        ssh-keygen -q -t $type -N '' -f $keys/ssh_host_${type}_key\n"
+    "    if [ ! -s $keys/ssh_host_${type}_key ]; then\n"
+    "        rm -f $keys/$type.tmp $keys/$type.tmp.pub\n"
+    "        ssh-keygen -q -t $type -N '' -f $keys/$type.tmp\n"
+    "        mv $keys/$type.tmp.pub $keys/ssh_host_${type}_key.pub\n"
+    "        mv $keys/$type.tmp $keys/ssh_host_${type}_key\n"
+    "    fi\n"
     "done\n"
     "# RSA takes about a second: it is made in the background and served from\n"
     "# the next start on. (Reloading sshd with SIGHUP instead briefly closes\n"
@@ -64,7 +76,7 @@ const char boot_init_script[] =
 /* `python train.py; shutdown` stops the instance when training ends. POSIX
  * sh with curl, else python3 (the default images have both; an imported
  * image may have either). */
-const char boot_shutdown_script[] =
+static const char boot_shutdown_script[] =
     "#!/bin/sh\n"
     "# Written by suanli-node: stops this instance from inside, through the\n"
     "# node's metadata endpoint (billing stops with it; the disks stay).\n"
@@ -170,13 +182,13 @@ int boot_write(const char *boot_dir, const struct boot_params *p, struct sl_erro
     randombytes_buf(raw, sizeof(raw));
     sodium_bin2hex(token, sizeof(token), raw, sizeof(raw));
 
-    if (fs_write_file(init, boot_init_script, strlen(boot_init_script), 0755, err) < 0 ||
-        fs_write_file(password, pw, strlen(pw), 0600, err) < 0 ||
-        fs_write_file(keys, k, strlen(k), 0644, err) < 0 ||
-        fs_write_file(shutdown, boot_shutdown_script, strlen(boot_shutdown_script), 0755, err) <
+    if (sl_file_write(init, boot_init_script, strlen(boot_init_script), 0755, 0, err) < 0 ||
+        sl_file_write(password, pw, strlen(pw), 0600, 0, err) < 0 ||
+        sl_file_write(keys, k, strlen(k), 0644, 0, err) < 0 ||
+        sl_file_write(shutdown, boot_shutdown_script, strlen(boot_shutdown_script), 0755, 0, err) <
             0 ||
-        fs_write_file(token_path, token, strlen(token), 0600, err) < 0 ||
-        fs_write_file(jupyter, jupyter_text, strlen(jupyter_text), 0600, err) < 0)
+        sl_file_write(token_path, token, strlen(token), 0600, 0, err) < 0 ||
+        sl_file_write(jupyter, jupyter_text, strlen(jupyter_text), 0600, 0, err) < 0)
         return -1;
     return 0;
 }

@@ -38,12 +38,8 @@ struct boot_params {
  * SL_E_INVALID. */
 int boot_write(const char *boot_dir, const struct boot_params *p, struct sl_error *err);
 
-/* The init script's text (for tests and docs). */
-extern const char boot_init_script[];
-
-/* The `shutdown` command's text, and where it is bound (read-only) inside:
- * early in PATH, before any shutdown the image has. */
-extern const char boot_shutdown_script[];
+/* Where the `shutdown` command is bound (read-only) inside: early in PATH,
+ * before any shutdown the image has. */
 #define BOOT_SHUTDOWN_MOUNT "/usr/local/sbin/shutdown"
 #define BOOT_TOKEN_FILE     "metadata-token"
 #define BOOT_TOKEN_HEX      64

@@ -282,3 +282,27 @@ def test_suanlid_kill9_changes_nothing_on_the_node(cluster):
     release_all(cluster, user, [a["id"], b["id"]])
     for x in (a, b):
         assert host_leftovers(data, x["id"], x["ssh"]["port"]) == []
+
+
+def test_an_instance_stopped_midway_through_its_boot_boots_again(cluster):
+    """An instance stopped (or its host crashed) while chpasswd held the
+    account files' lock leaves /etc/passwd.lock on its system disk; the next
+    boot's chpasswd finds the pid in it alive again in a new pid namespace
+    and refuses, and with it the whole boot, on every later start (found by
+    t280's late runc failures). And a host key made halfway is not kept."""
+    user = cluster.renter()
+    inst = cluster.create(user)
+    iid = inst["id"]
+    # pid 1 is alive in every boot: the worst stale lock there can be
+    cluster.ssh(user, inst, "echo 1 > /etc/passwd.lock && echo 1 > /etc/shadow.lock && "
+                "rm /etc/ssh/ssh_host_ed25519_key* && echo half > /etc/ssh/ed25519.tmp")
+    assert cluster.verb(user, iid, "stop").status == 200
+    cluster.wait_state(user, iid, "stopped")
+    assert cluster.verb(user, iid, "start").status == 200
+    cluster.wait_state(user, iid, "running")
+    p = cluster.ssh(user, inst, "ls /etc/passwd.lock /etc/shadow.lock /etc/ssh/ed25519.tmp; "
+                    "ssh-keygen -l -f /etc/ssh/ssh_host_ed25519_key.pub", check=False)
+    assert "No such file" in p.stderr and p.stderr.count("No such file") == 3, p
+    assert "ED25519" in p.stdout, p
+    assert cluster.verb(user, iid, "release").status == 200
+    cluster.wait_state(user, iid, "released")

@@ -210,7 +210,15 @@ def start_until_running(env, user, iid):
     if inst["state"] == "failed":
         verb(env, user, iid, "start")
         inst = wait(env, user, iid, ("running", "failed"))
-    assert inst["state"] == "running", (inst.get("state_message"), env.node.log_text()[-4000:])
+    if inst["state"] != "running":
+        console = os.path.join(env.data, "instances", iid, "console.log")
+        try:
+            with open(console, errors="replace") as f:
+                console = f.read()[-3000:]
+        except OSError as e:
+            console = str(e)
+        raise AssertionError(f"{iid} {inst['state']}: {inst.get('state_message')}\n"
+                             f"console.log:\n{console}\nagent:\n{env.node.log_text()[-4000:]}")
     return inst
 
 
@@ -226,6 +234,33 @@ def banner(port, timeout=10):
             pass
         time.sleep(0.02)
     return False
+
+
+def no_banner(env, user, iid, port, where):
+    """What a missing banner looked like from the host: the instance's
+    address, whether its sshd answers there, and the NAT rules for its port."""
+    inst = state(env, user, iid)
+    ip = next(iter(leases_of(env, iid)), None)
+    direct = banner_at(ip, 22) if ip else None
+    nat = subprocess.run(["iptables", "-w", "-t", "nat", "-S"], capture_output=True,
+                         text=True).stdout
+    rules = [r for r in nat.splitlines() if str(port) in r or (ip and ip in r)]
+    return (f"{where}: no banner on {port}; {iid} {inst['state']} at {ip}, sshd there "
+            f"answers: {direct}; NAT rules:\n" + "\n".join(rules)
+            + f"\nagent:\n{env.node.log_text()[-2000:]}")
+
+
+def leases_of(env, iid):
+    return [ip for ip, c in leases(env.data).items() if c == f"suanli-{iid}"]
+
+
+def banner_at(host, port, timeout=3):
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as s:
+            s.settimeout(timeout)
+            return s.recv(4) == b"SSH-"
+    except OSError as e:
+        return str(e)
 
 
 def failed_create(env, user, inject, undo, data_disk_gib=1, expect=None):
@@ -330,8 +365,9 @@ def leftovers(env, ids_ports):
 
 
 def test_cycles_with_failures_leave_nothing(env):
-    rnd_seed = int(os.environ.get("SUANLI_LEAK_SEED", time.time()))
+    rnd_seed = int(os.environ.get("SUANLI_LEAK_SEED") or time.time())
     random.seed(rnd_seed)
+    print(f"seed {rnd_seed} (SUANLI_LEAK_SEED replays it)")
     user = env.cluster.renter(credit_micros=100_000_000_000)
     done = []  # (id, port) of released instances
     counts = {}
@@ -362,7 +398,7 @@ def test_cycles_with_failures_leave_nothing(env):
         else:
             iid, port = create(env, user)
         start_until_running(env, user, iid)
-        assert banner(port), f"cycle {i}: no banner on {port}"
+        assert banner(port), no_banner(env, user, iid, port, f"cycle {i}")
 
         offset = len(env.node.log_text())
         verb(env, user, iid, "stop")
@@ -381,7 +417,7 @@ def test_cycles_with_failures_leave_nothing(env):
         else:
             verb(env, user, iid, "start")
         start_until_running(env, user, iid)
-        assert banner(port), f"cycle {i}: no banner on {port} after start"
+        assert banner(port), no_banner(env, user, iid, port, f"cycle {i}, after start")
 
         offset = len(env.node.log_text())
         verb(env, user, iid, "release")
