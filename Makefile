@@ -5,7 +5,7 @@ BUILD   ?= build
 CC      ?= cc
 PKGS    := libmicrohttpd jansson libcurl sqlite3 libsodium yaml-0.1 libarchive liblzma
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wvla -Wwrite-strings -Wformat=2 \
-           -Wno-format-nonliteral -Wno-format-truncation -Werror
+           -Wno-format-nonliteral -Werror
 CFLAGS  ?= -O2 -g
 SAN     ?=
 ifeq ($(SAN),1)
@@ -37,16 +37,16 @@ $(BUILD)/%.o: %.c
 	@$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 $(BUILD)/libsuanli.a: $(LIB_OBJ)
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/libsuanlid.a: $(SERVER_OBJ)
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/suanlid: $(BUILD)/server/main.o $(BUILD)/libsuanlid.a $(BUILD)/libsuanli.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 $(BUILD)/libsuanli-cli.a: $(CLI_OBJ)
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/suanli: $(BUILD)/cli/main.o $(BUILD)/libsuanli-cli.a $(BUILD)/libsuanli.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)

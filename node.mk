@@ -8,7 +8,7 @@ NODE_SRC    := $(filter-out node/main.c,$(wildcard node/*.c))
 NODE_OBJ    := $(NODE_SRC:%.c=$(BUILD)/%.o)
 
 $(BUILD)/libsuanli-node.a: $(NODE_OBJ)
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/tests/node-smoke: $(BUILD)/tests/smoke/instance-smoke.o $(BUILD)/libsuanli-node.a \
                            $(BUILD)/libsuanli.a

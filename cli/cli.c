@@ -31,7 +31,8 @@ int cli_usage_error(struct cli *cli, const char *fmt, ...)
     return CLI_EXIT_USAGE;
 }
 
-int cli_exit_status(enum sl_error_kind kind)
+/* The exit status for an error kind. */
+static int cli_exit_status(enum sl_error_kind kind)
 {
     switch (kind) {
     case SL_E_NONE:
@@ -42,6 +43,7 @@ int cli_exit_status(enum sl_error_kind kind)
         return CLI_EXIT_NOT_FOUND;
     case SL_E_INTERNAL:
     case SL_E_UNAVAILABLE:
+    case SL_E_STORAGE:
         return CLI_EXIT_UNAVAILABLE;
     default:
         return CLI_EXIT_REFUSED;

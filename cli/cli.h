@@ -104,11 +104,6 @@ int64_t cli_number(const struct cli_args *a, const char *name, int64_t fallback)
  * A new string. */
 char *cli_usage(const struct cli_command *cmd);
 
-/* "--at TIME, --in DURATION or --cancel": the options of a group joined by
- * sep, the last two by last_sep. A new string. */
-char *cli_option_synopsis(const struct cli_command *cmd, int group, const char *sep,
-                          const char *last_sep);
-
 /* Prints "options:" and a line per option with its help, -o included. */
 void cli_print_options(FILE *out, const struct cli_command *cmd);
 
@@ -121,7 +116,6 @@ size_t cli_option_count(const struct cli_command *cmd);
 int cli_check_int(const char *what, const char *text, int64_t min, int64_t max, int64_t *out,
                   struct sl_error *err);
 int cli_check_amount(const char *what, const char *text, int64_t *out, struct sl_error *err);
-int cli_check_date(const char *what, const char *text, size_t len, struct sl_error *err);
 
 /* Every command, in the order --help lists them (commands.c). */
 extern const struct cli_command *const cli_commands[];
@@ -145,9 +139,6 @@ int cli_usage_error(struct cli *cli, const char *fmt, ...) __attribute__((format
 
 /* Prints "suanli: MESSAGE" to stderr and returns the exit status err maps to. */
 int cli_fail(const struct sl_error *err);
-
-/* The exit status for an error kind. */
-int cli_exit_status(enum sl_error_kind kind);
 
 /* Fails with CLI_EXIT_AUTH (and says how to log in) when there is no token. */
 int cli_need_token(struct cli *cli);

@@ -78,17 +78,27 @@ static int run_register(struct cli *cli, const struct cli_args *a)
     return CLI_EXIT_OK;
 }
 
+/* A best-effort step of login failed: said, and login goes on. A token the
+ * server no longer knows is already what the step wanted. */
+static void note_failed(const struct sl_error *err, const char *what)
+{
+    if (err->kind != SL_E_UNAUTHENTICATED)
+        fprintf(stderr, "suanli: %s: %s (carrying on)\n", what, err->message);
+}
+
 /* Best effort: revoke the token a previous login stored for this server, so
  * logging in again does not pile up tokens. */
 static void revoke_previous(struct cli *cli)
 {
-    struct sl_error ignored = SL_ERROR_INIT;
+    struct sl_error err = SL_ERROR_INIT;
     cleanup_json json_t *out = NULL;
 
     if (!cli->config.token || !cli->config.server || strcmp(cli->config.server, cli->server))
         return;
     cli->client.token = cli->config.token;
-    sl_client_request(&cli->client, "DELETE", "/v1/sessions/current", NULL, NULL, &out, &ignored);
+    if (sl_client_request(&cli->client, "DELETE", "/v1/sessions/current", NULL, NULL, &out, &err) <
+        0)
+        note_failed(&err, "revoke the previous token");
 }
 
 static int run_login(struct cli *cli, const struct cli_args *a)
@@ -116,12 +126,14 @@ static int run_login(struct cli *cli, const struct cli_args *a)
     gethostname(host, sizeof(host) - 1);
     cleanup_free char *token_name = xasprintf("cli on %s", host);
     cleanup_json json_t *token_body = json_pack("{s:s}", "name", token_name);
-    cleanup_json json_t *token = NULL, *ignored = NULL;
+    cleanup_json json_t *token = NULL, *logout = NULL;
     struct sl_error logout_err = SL_ERROR_INIT;
     cli->client.token = session_token;
     int rc = sl_client_request(&cli->client, "POST", "/v1/tokens", token_body, NULL, &token, &err);
-    sl_client_request(&cli->client, "DELETE", "/v1/sessions/current", NULL, NULL, &ignored,
-                      &logout_err);
+    if (sl_client_request(&cli->client, "DELETE", "/v1/sessions/current", NULL, NULL, &logout,
+                          &logout_err) < 0 &&
+        rc == 0)
+        note_failed(&logout_err, "end the login session");
     if (rc < 0)
         return cli_fail(&err);
     const char *secret = jstr(token, "token");

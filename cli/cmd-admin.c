@@ -7,6 +7,7 @@
 #include "../lib/crypto.h"
 #include "../lib/json.h"
 #include "../lib/xalloc.h"
+#include "../lib/timeconst.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -430,7 +431,7 @@ static int run_billing_run(struct cli *cli, const struct cli_args *a)
            " plans renewed, %" PRId64 " plans ended; %" PRId64 ".%03" PRId64 " ms\n",
            jint(r, "meters"), jint(r, "settlements"), jint(r, "stopped"), jint(r, "warnings"),
            jint(r, "released"), jint(r, "renewed"), jint(r, "expired"),
-           jint(r, "elapsed_us") / 1000, jint(r, "elapsed_us") % 1000);
+           jint(r, "elapsed_us") / SL_USEC_PER_MSEC, jint(r, "elapsed_us") % SL_USEC_PER_MSEC);
     return CLI_EXIT_OK;
 }
 

@@ -7,6 +7,7 @@
 #include "../lib/buf.h"
 #include "../lib/cleanup.h"
 #include "../lib/json.h"
+#include "../lib/money.h"
 #include "../lib/xalloc.h"
 
 #include <inttypes.h>
@@ -153,7 +154,26 @@ static char *seconds_text(int64_t s, bool csv)
     return xstrdup(sl_duration_format(s, buf));
 }
 
-static void print_bill(struct cli *cli, json_t *bill, const char *by)
+/* The bill's total per kind (column): sums[j] for cols[j]. */
+static int kind_sums(json_t *rows, json_t *cols, int64_t *sums, struct sl_error *err)
+{
+    json_t *row, *kind;
+    size_t i, j;
+
+    json_array_foreach(rows, i, row)
+    {
+        json_t *by_kind = json_object_get(row, "by_kind");
+        json_array_foreach(cols, j, kind)
+        {
+            json_t *v = json_object_get(by_kind, json_string_value(kind));
+            if (sl_money_add(sums[j], json_integer_value(v), &sums[j], err) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+static int print_bill(struct cli *cli, json_t *bill, const char *by, struct sl_error *err)
 {
     bool csv = cli->output == OUTPUT_CSV;
     json_t *rows = json_object_get(bill, "rows"), *row;
@@ -171,6 +191,9 @@ static void print_bill(struct cli *cli, json_t *bill, const char *by)
     struct cells owned = { 0 };
     struct table t;
     json_t *kind;
+
+    if (kind_sums(rows, cols, sums, err) < 0)
+        return -1;
 
     for (k = 0; k < nkeys; k++)
         line[k] = csv ? groupings[g].csv_headers[k] : groupings[g].headers[k];
@@ -193,7 +216,6 @@ static void print_bill(struct cli *cli, json_t *bill, const char *by)
         json_array_foreach(cols, j, kind)
         {
             json_t *v = json_object_get(by_kind, json_string_value(kind));
-            sums[j] += json_integer_value(v);
             /* a spreadsheet sums zeros; people read "-" faster */
             line[nkeys + j] = v || csv ? cell(&owned, money_text(json_integer_value(v))) : NULL;
         }
@@ -225,6 +247,7 @@ static void print_bill(struct cli *cli, json_t *bill, const char *by)
             table_print(&t, stdout);
     }
     table_release(&t);
+    return 0;
 }
 
 #define CHART_COLUMNS 80
@@ -239,7 +262,7 @@ static void print_chart(json_t *bill)
     int64_t largest = 0;
     size_t amount_width = 0, i;
     char amount[OUTPUT_MONEY_MAX];
-    struct sl_buf bar;
+    cleanup_buf struct sl_buf bar = SL_BUF_INIT;
 
     printf("%s, %s per day, total %s\n", jstr(bill, "month"), jstr(bill, "currency"),
            output_money(jint(bill, "total_micros"), NULL, amount));
@@ -259,7 +282,6 @@ static void print_chart(json_t *bill)
     int width = CHART_COLUMNS - 1 - 10 - 2 - 2 - (int)amount_width;
     if (width < 10)
         width = 10;
-    sl_buf_init(&bar);
     json_array_foreach(rows, i, row)
     {
         int64_t v = jint(row, "amount_micros");
@@ -276,7 +298,6 @@ static void print_chart(json_t *bill)
         printf("%s  %s%*s  %*s\n", jstr(row, "day") ? jstr(row, "day") : "?", bar.data,
                width - used, "", (int)amount_width, output_money(v, NULL, amount));
     }
-    sl_buf_release(&bar);
 }
 
 static int run_bill(struct cli *cli, const struct cli_args *a)
@@ -297,8 +318,8 @@ static int run_bill(struct cli *cli, const struct cli_args *a)
         output_json(stdout, bill);
     else if (chart)
         print_chart(bill);
-    else
-        print_bill(cli, bill, by);
+    else if (print_bill(cli, bill, by, &err) < 0)
+        return cli_fail(&err);
     return CLI_EXIT_OK;
 }
 
@@ -315,7 +336,7 @@ static const char *charge_time(const char *t, const char *same_day, char *buf)
     return buf;
 }
 
-static void print_charges(struct cli *cli, json_t *list)
+static int print_charges(struct cli *cli, json_t *list, struct sl_error *err)
 {
     static const char *const headers[] = { "FROM",    "TO",     "INSTANCE", "KIND",
                                            "SECONDS", "AMOUNT", "TXN" };
@@ -328,6 +349,11 @@ static void print_charges(struct cli *cli, json_t *list)
     struct table t;
     size_t i;
 
+    json_array_foreach(items, i, c)
+    {
+        if (sl_money_add(total, jint(c, "amount_micros"), &total, err) < 0)
+            return -1;
+    }
     if (csv)
         table_init(&t, ARRAY_SIZE(csv_headers), csv_headers);
     else
@@ -339,7 +365,6 @@ static void print_charges(struct cli *cli, json_t *list)
         snprintf(seq, sizeof(seq), "%" PRId64, jint(c, "seq"));
         snprintf(seconds, sizeof(seconds), "%" PRId64, jint(c, "seconds"));
         output_money(jint(c, "amount_micros"), NULL, amount);
-        total += jint(c, "amount_micros");
         if (csv) {
             const char *row[] = {
                 seq,
@@ -377,6 +402,7 @@ static void print_charges(struct cli *cli, json_t *list)
                json_array_size(items) == 1 ? "" : "s", output_money(total, NULL, sum));
     }
     table_release(&t);
+    return 0;
 }
 
 static const struct cli_option bill_charges_options[] = {
@@ -414,8 +440,7 @@ static int run_bill_charges(struct cli *cli, const struct cli_args *a)
             return cli_fail(&err);
         instance = jstr(inst, "id");
     }
-    struct sl_buf path;
-    sl_buf_init(&path);
+    cleanup_buf struct sl_buf path = SL_BUF_INIT;
     sl_buf_adds(&path, "/v1/bills/charges");
     char sep = '?';
     if (month || day) {
@@ -435,13 +460,12 @@ static int run_bill_charges(struct cli *cli, const struct cli_args *a)
     if (kind)
         sl_buf_addf(&path, "%ckind=%s", sep, kind);
     cleanup_json json_t *list = sl_client_list(&cli->client, path.data, 500, &err);
-    sl_buf_release(&path);
     if (!list)
         return cli_fail(&err);
     if (cli->output == OUTPUT_JSON)
         output_json(stdout, list);
-    else
-        print_charges(cli, list);
+    else if (print_charges(cli, list, &err) < 0)
+        return cli_fail(&err);
     return CLI_EXIT_OK;
 }
 

@@ -168,8 +168,7 @@ static int run_image_import(struct cli *cli, const struct cli_args *a)
 
     if ((status = cli_need_token(cli)))
         return status;
-    struct sl_buf path;
-    sl_buf_init(&path);
+    cleanup_buf struct sl_buf path = SL_BUF_INIT;
     cleanup_free char *ename = sl_client_escape(name);
     sl_buf_addf(&path, "/v1/admin/images/%s/archive?", ename);
     const char *keys[] = { "region", "kind", "description" };
@@ -185,7 +184,6 @@ static int run_image_import(struct cli *cli, const struct cli_args *a)
     int rc =
         sl_client_upload(&cli->client, "PUT", path.data, a->argv[0],
                          isatty(STDERR_FILENO) ? show_upload : NULL, &last_percent, &img, &err);
-    sl_buf_release(&path);
     if (rc < 0)
         return cli_fail(&err);
     if (cli->output == OUTPUT_JSON) {

@@ -9,6 +9,7 @@
 #include "../lib/json.h"
 #include "../lib/timefmt.h"
 #include "../lib/xalloc.h"
+#include "../lib/timeconst.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -18,9 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define POLL_INTERVAL_NS (100 * 1000 * 1000L)
+#define POLL_INTERVAL_NS (100L * SL_NSEC_PER_MSEC)
 #define DEFAULT_TIMEOUT  120
-#define MAX_TIMEOUT      86400
+#define MAX_TIMEOUT      SL_SEC_PER_DAY
 
 /* "24 GiB" from MiB, with one decimal when it is not whole. */
 static char *gib(int64_t mib, char *buf)
@@ -58,7 +59,7 @@ static int64_t now_ms(void)
     struct timespec ts;
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (int64_t)ts.tv_sec * SL_MSEC_PER_SEC + ts.tv_nsec / SL_NSEC_PER_MSEC;
 }
 
 static void progress(bool shown, const char *id, const char *state, int64_t elapsed_ms)
@@ -66,7 +67,7 @@ static void progress(bool shown, const char *id, const char *state, int64_t elap
     if (!shown)
         return;
     fprintf(stderr, "\r\033[K%s: %s, %" PRId64 "s (Ctrl-C stops waiting, not the instance)", id,
-            state ? state : "?", elapsed_ms / 1000);
+            state ? state : "?", elapsed_ms / SL_MSEC_PER_SEC);
     fflush(stderr);
 }
 
@@ -110,7 +111,7 @@ static int wait_for(struct cli *cli, json_t **inst, const char *target, int64_t 
             return CLI_EXIT_REFUSED;
         }
         int64_t elapsed = now_ms() - start;
-        if (elapsed >= timeout_s * 1000) {
+        if (elapsed >= timeout_s * SL_MSEC_PER_SEC) {
             clear_progress(tty);
             fprintf(stderr,
                     "suanli: instance %s is still %s after %" PRId64

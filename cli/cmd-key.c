@@ -17,7 +17,7 @@ static char *read_key_file(const char *path, struct sl_error *err)
     bool from_stdin = strcmp(path, "-") == 0;
     cleanup_fclose FILE *f = from_stdin ? NULL : fopen(path, "r");
     FILE *in = from_stdin ? stdin : f;
-    struct sl_buf text;
+    cleanup_buf struct sl_buf text = SL_BUF_INIT;
     char chunk[4096];
     size_t n;
 
@@ -25,11 +25,9 @@ static char *read_key_file(const char *path, struct sl_error *err)
         sl_fail_errno(err, "unable to open '%s'", path);
         return NULL;
     }
-    sl_buf_init(&text);
     while ((n = fread(chunk, 1, sizeof(chunk), in)) > 0) {
         sl_buf_add(&text, chunk, n);
         if (text.len > KEY_FILE_MAX) {
-            sl_buf_release(&text);
             sl_fail(err, SL_E_INVALID, "key_too_large",
                     "'%s' is larger than any SSH public key: give the .pub file", path);
             return NULL;
@@ -38,7 +36,6 @@ static char *read_key_file(const char *path, struct sl_error *err)
     while (text.len > 0 && strchr(" \t\r\n", text.data[text.len - 1]))
         text.data[--text.len] = '\0';
     if (strstr(text.data, "PRIVATE KEY")) {
-        sl_buf_release(&text);
         sl_fail(err, SL_E_INVALID, "private_key",
                 "'%s' is a private key: give the public one (the .pub file)", path);
         return NULL;

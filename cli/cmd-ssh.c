@@ -9,6 +9,7 @@
 
 #include "../lib/buf.h"
 #include "../lib/cleanup.h"
+#include "../lib/file.h"
 #include "../lib/json.h"
 #include "../lib/xalloc.h"
 
@@ -256,7 +257,7 @@ static int config_blocks(struct cli *cli, const char *identity, struct sl_buf *o
 }
 
 /* Replaces the managed block of ~/.ssh/config (or appends one), keeping
- * every other line; written to a temporary file and renamed into place. */
+ * every other line; written whole (sl_file_write). */
 static int write_ssh_config(const char *blocks, const char **path_out, struct sl_error *err)
 {
     const char *home = getenv("HOME");
@@ -270,13 +271,10 @@ static int write_ssh_config(const char *blocks, const char **path_out, struct sl
     snprintf(path, sizeof(path), "%s/config", dir);
     *path_out = path;
 
-    struct sl_buf out;
-    sl_buf_init(&out);
+    cleanup_buf struct sl_buf out = SL_BUF_INIT;
     cleanup_fclose FILE *in = fopen(path, "r");
-    if (!in && errno != ENOENT) {
-        sl_buf_release(&out);
+    if (!in && errno != ENOENT)
         return sl_fail_errno(err, "unable to read %s", path);
-    }
     bool inside = false, placed = false;
     char *line = NULL;
     size_t cap = 0;
@@ -302,19 +300,7 @@ static int write_ssh_config(const char *blocks, const char **path_out, struct sl
             sl_buf_adds(&out, "\n");
         sl_buf_addf(&out, "%s%s\n%s%s\n", out.len ? "\n" : "", BLOCK_BEGIN, blocks, BLOCK_END);
     }
-    cleanup_free char *tmp = xasprintf("%s.suanli-new", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    int rc = 0;
-    if (fd < 0 || write(fd, out.data ? out.data : "", out.len) != (ssize_t)out.len || fsync(fd) < 0)
-        rc = sl_fail_errno(err, "unable to write %s", tmp);
-    if (fd >= 0)
-        close(fd);
-    if (rc == 0 && rename(tmp, path) < 0)
-        rc = sl_fail_errno(err, "unable to replace %s", path);
-    if (rc < 0)
-        unlink(tmp);
-    sl_buf_release(&out);
-    return rc;
+    return sl_file_write(path, out.data, out.len, 0600, 0, err);
 }
 
 static const struct cli_option ssh_config_options[] = {
@@ -338,11 +324,9 @@ static int run_ssh_config(struct cli *cli, const struct cli_args *a)
     if ((status = cli_need_token(cli)))
         return status;
     cleanup_free char *identity = default_identity(asked);
-    struct sl_buf blocks;
-    sl_buf_init(&blocks);
+    cleanup_buf struct sl_buf blocks = SL_BUF_INIT;
     if (config_blocks(cli, identity, &blocks, &count, &err) < 0 ||
         (write && write_ssh_config(blocks.data ? blocks.data : "", &path, &err) < 0)) {
-        sl_buf_release(&blocks);
         return cli_fail(&err);
     }
     if (write)
@@ -352,7 +336,6 @@ static int run_ssh_config(struct cli *cli, const struct cli_args *a)
         fputs(blocks.data ? blocks.data : "", stdout);
     if (!count)
         fprintf(stderr, "suanli: no instance is running: nothing to connect to yet\n");
-    sl_buf_release(&blocks);
     return CLI_EXIT_OK;
 }
 
@@ -408,8 +391,7 @@ static int run_cp(struct cli *cli, const struct cli_args *a)
     /* rsync's -e is one shell word list: the options have no spaces or quotes */
     const char *sargs[16];
     int n = ssh_opts_args(&o, identity, sargs);
-    struct sl_buf e;
-    sl_buf_init(&e);
+    cleanup_buf struct sl_buf e = SL_BUF_INIT;
     sl_buf_adds(&e, "ssh");
     for (int i = 0; i < n; i++)
         sl_buf_addf(&e, " %s", sargs[i]);
@@ -432,7 +414,6 @@ static int run_cp(struct cli *cli, const struct cli_args *a)
     execvp("rsync", (char *const *)args);
     fprintf(stderr, "suanli: unable to run 'rsync' (install it: apt install rsync): %s\n",
             strerror(errno));
-    sl_buf_release(&e);
     ssh_opts_release(&o);
     return CLI_EXIT_REFUSED;
 }

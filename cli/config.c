@@ -4,6 +4,7 @@
 #include "../lib/buf.h"
 #include "../lib/cleanup.h"
 #include "../lib/config.h"
+#include "../lib/file.h"
 #include "../lib/xalloc.h"
 
 #include <errno.h>
@@ -67,48 +68,21 @@ static int make_dirs(const char *dir, struct sl_error *err)
     return 0;
 }
 
-static int write_all(int fd, const char *data, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = write(fd, data, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -1;
-        data += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 int cli_config_save(const struct cli_config *cfg, const char *path, struct sl_error *err)
 {
     cleanup_free char *path_copy = xstrdup(path);
     const char *dir = dirname(path_copy);
-    cleanup_free char *tmp = xasprintf("%s.XXXXXX", path);
-    struct sl_buf text;
-    int rc = 0;
+    cleanup_buf struct sl_buf text = SL_BUF_INIT;
 
     if (make_dirs(dir, err) < 0)
         return -1;
     /* the directory may predate us with looser bits */
     if (chmod(dir, 0700) < 0)
         return sl_fail_errno(err, "unable to make '%s' private", dir);
-    cleanup_close int fd = mkstemp(tmp);
-    if (fd < 0)
-        return sl_fail_errno(err, "unable to create '%s'", tmp);
-    sl_buf_init(&text);
     sl_buf_adds(&text, "# written by suanli login; holds a secret, keep it 0600\n");
     if (cfg->server)
         sl_buf_addf(&text, "server = %s\n", cfg->server);
     if (cfg->token)
         sl_buf_addf(&text, "token = %s\n", cfg->token);
-    if (fchmod(fd, 0600) < 0 || write_all(fd, text.data, text.len) < 0 || fsync(fd) < 0)
-        rc = sl_fail_errno(err, "unable to write '%s'", tmp);
-    sl_buf_release(&text);
-    if (rc == 0 && rename(tmp, path) < 0)
-        rc = sl_fail_errno(err, "unable to replace '%s'", path);
-    if (rc < 0)
-        unlink(tmp);
-    return rc;
+    return sl_file_write(path, text.data, text.len, 0600, 0, err);
 }

@@ -82,7 +82,7 @@ int cli_check_amount(const char *what, const char *text, int64_t *out, struct sl
     return 0;
 }
 
-int cli_check_date(const char *what, const char *text, size_t len, struct sl_error *err)
+static int cli_check_date(const char *what, const char *text, size_t len, struct sl_error *err)
 {
     const char *example = len == 7 ? "YYYY-MM, such as 2026-11" : "YYYY-MM-DD, such as 2026-11-30";
     struct tm tm = { 0 };
@@ -170,6 +170,11 @@ static void count_positionals(const char *args, int have, int *min, int *max, ch
     }
 }
 
+/* "--at TIME, --in DURATION or --cancel": the options of a group joined by
+ * sep, the last two by last_sep. A new string. */
+static char *cli_option_synopsis(const struct cli_command *cmd, int group, const char *sep,
+                                 const char *last_sep);
+
 int cli_args_parse(const struct cli_command *cmd, int argc, char **argv, struct cli_args *a,
                    struct sl_error *err)
 {
@@ -248,15 +253,14 @@ static void add_option(struct sl_buf *b, const struct cli_option *o)
     sl_buf_addf(b, "--%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
 }
 
-char *cli_option_synopsis(const struct cli_command *cmd, int group, const char *sep,
-                          const char *last_sep)
+static char *cli_option_synopsis(const struct cli_command *cmd, int group, const char *sep,
+                                 const char *last_sep)
 {
-    struct sl_buf b;
+    cleanup_buf struct sl_buf b = SL_BUF_INIT;
     size_t n = cli_option_count(cmd), count = 0, seen = 0;
 
     for (size_t i = 0; i < n; i++)
         count += cmd->options[i].group == group;
-    sl_buf_init(&b);
     for (size_t i = 0; i < n; i++) {
         if (cmd->options[i].group != group)
             continue;
@@ -274,9 +278,8 @@ char *cli_usage(const struct cli_command *cmd)
     const char *tail = strstr(args, "[--");
     size_t head = tail ? (size_t)(tail - args) : strlen(args);
     size_t n = cli_option_count(cmd);
-    struct sl_buf b;
+    cleanup_buf struct sl_buf b = SL_BUF_INIT;
 
-    sl_buf_init(&b);
     sl_buf_adds(&b, cmd->name);
     while (head > 0 && args[head - 1] == ' ')
         head--;

@@ -47,7 +47,8 @@ static bool wide(uint32_t cp)
            (cp >= 0xffe0 && cp <= 0xffe6) || (cp >= 0x20000 && cp <= 0x3fffd);
 }
 
-size_t output_width(const char *s)
+/* Display width of a UTF-8 string. */
+static size_t output_width(const char *s)
 {
     const unsigned char *p = (const unsigned char *)s;
     size_t w = 0;
@@ -87,7 +88,7 @@ static const char *cell_text(const struct table *t, size_t r, size_t c)
 void table_print(const struct table *t, FILE *out)
 {
     cleanup_free size_t *widths = xcalloc(t->ncols, sizeof(size_t));
-    struct sl_buf line;
+    cleanup_buf struct sl_buf line = SL_BUF_INIT;
 
     for (size_t r = 0; r < t->nrows; r++)
         for (size_t c = 0; c < t->ncols; c++) {
@@ -95,7 +96,6 @@ void table_print(const struct table *t, FILE *out)
             if (w > widths[c])
                 widths[c] = w;
         }
-    sl_buf_init(&line);
     for (size_t r = 0; r < t->nrows; r++) {
         sl_buf_reset(&line);
         for (size_t c = 0; c < t->ncols; c++) {
@@ -108,7 +108,6 @@ void table_print(const struct table *t, FILE *out)
             line.data[--line.len] = '\0';
         fprintf(out, "%s\n", line.data);
     }
-    sl_buf_release(&line);
 }
 
 void table_print_csv(const struct table *t, FILE *out)

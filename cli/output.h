@@ -42,9 +42,6 @@ void output_pairs(FILE *out, const struct output_pair *pairs, size_t n);
 /* Pretty JSON, two-space indent, with a final newline. */
 void output_json(FILE *out, json_t *j);
 
-/* Display width of a UTF-8 string. */
-size_t output_width(const char *s);
-
 /* "¥12.50" for CNY, "$3.00" for USD, "12.50 XYZ" for other codes; currency
  * NULL prints the amount alone. buf holds OUTPUT_MONEY_MAX bytes. */
 #define OUTPUT_MONEY_MAX 48

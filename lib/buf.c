@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char empty_string[1];
+char sl_buf_empty[1];
 
 void sl_buf_init(struct sl_buf *b)
 {
-    b->data = empty_string;
+    b->data = sl_buf_empty;
     b->len = 0;
     b->cap = 0;
 }

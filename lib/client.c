@@ -68,6 +68,8 @@ static enum sl_error_kind kind_of_status(long status)
         return SL_E_RATE_LIMITED;
     case 503:
         return SL_E_UNAVAILABLE;
+    case 507:
+        return SL_E_STORAGE;
     default:
         return status >= 500 ? SL_E_INTERNAL : SL_E_INVALID;
     }
@@ -97,7 +99,7 @@ int sl_client_request(struct sl_client *c, const char *method, const char *path,
     cleanup_free char *url = xasprintf("%s%s", c->server, path);
     cleanup_free char *payload = NULL;
     __attribute__((cleanup(cleanup_slist))) struct curl_slist *headers = NULL;
-    struct sl_buf answer;
+    cleanup_buf struct sl_buf answer = SL_BUF_INIT;
     char curl_error[CURL_ERROR_SIZE] = "";
     long status = 0;
     CURLcode rc;
@@ -124,7 +126,6 @@ int sl_client_request(struct sl_client *c, const char *method, const char *path,
         curl_easy_setopt(curl, CURLOPT_POSTFIELDS, payload);
         curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, (long)strlen(payload));
     }
-    sl_buf_init(&answer);
     curl_easy_setopt(curl, CURLOPT_URL, url);
     curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
     if (!body && strcmp(method, "GET") != 0)
@@ -140,29 +141,23 @@ int sl_client_request(struct sl_client *c, const char *method, const char *path,
     curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
     rc = curl_easy_perform(curl);
     if (rc != CURLE_OK) {
-        sl_buf_release(&answer);
         return sl_fail(err, SL_E_UNAVAILABLE, "unreachable",
                        "unable to reach the server at '%s' (%s): check --server or SUANLI_URL",
                        c->server, curl_error[0] ? curl_error : curl_easy_strerror(rc));
     }
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-    if (status < 200 || status > 299) {
-        int r = fail_http(status, method, url, answer.data, answer.len, err);
-        sl_buf_release(&answer);
-        return r;
-    }
+    if (status < 200 || status > 299)
+        return fail_http(status, method, url, answer.data, answer.len, err);
     if (answer.len > 0) {
         json_error_t jerr;
         *out = json_loadb(answer.data, answer.len, 0, &jerr);
         if (!*out) {
-            sl_buf_release(&answer);
             return sl_fail(err, SL_E_INTERNAL, "bad_answer",
                            "'%s' answered something other than JSON (%s): is it a suanli "
                            "server? check --server or SUANLI_URL",
                            url, jerr.text);
         }
     }
-    sl_buf_release(&answer);
     return 0;
 }
 
@@ -209,7 +204,7 @@ struct download {
     crypto_hash_sha256_state sha;
     long status;
     CURL *curl;
-    struct sl_buf error_body;
+    struct sl_buf *error_body; /* what a failed download said, in part */
 };
 
 static size_t download_write(char *data, size_t size, size_t n, void *userdata)
@@ -219,8 +214,8 @@ static size_t download_write(char *data, size_t size, size_t n, void *userdata)
     if (!d->status)
         curl_easy_getinfo(d->curl, CURLINFO_RESPONSE_CODE, &d->status);
     if (d->status < 200 || d->status > 299) {
-        if (d->error_body.len < 65536)
-            sl_buf_add(&d->error_body, data, size * n);
+        if (d->error_body->len < 65536)
+            sl_buf_add(d->error_body, data, size * n);
         return size * n;
     }
     crypto_hash_sha256_update(&d->sha, (const unsigned char *)data, size * n);
@@ -257,7 +252,8 @@ int sl_client_download(struct sl_client *c, const char *path, const char *dest, 
     cleanup_free char *url = xasprintf("%s%s", c->server, path);
     __attribute__((cleanup(cleanup_slist))) struct curl_slist *headers = NULL;
     char curl_error[CURL_ERROR_SIZE] = "";
-    struct download d = { 0 };
+    cleanup_buf struct sl_buf error_body = SL_BUF_INIT;
+    struct download d = { .error_body = &error_body };
     unsigned char digest[crypto_hash_sha256_BYTES];
     CURL *curl = prepare(c, url, &headers, curl_error, err);
 
@@ -269,7 +265,6 @@ int sl_client_download(struct sl_client *c, const char *path, const char *dest, 
         return sl_fail_errno(err, "unable to create '%s'", dest);
     fchmod(fileno(d.file), 0600);
     crypto_hash_sha256_init(&d.sha);
-    sl_buf_init(&d.error_body);
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, download_write);
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, &d);
@@ -279,16 +274,13 @@ int sl_client_download(struct sl_client *c, const char *path, const char *dest, 
         curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &d.status);
     if (rc != CURLE_OK || closed != 0 || d.status < 200 || d.status > 299) {
         unlink(dest);
-        int r = rc != CURLE_OK
-                    ? sl_fail(err, SL_E_UNAVAILABLE, "unreachable", "download of '%s' failed: %s",
-                              url, curl_error[0] ? curl_error : curl_easy_strerror(rc))
-                : closed != 0
-                    ? sl_fail_errno(err, "unable to write '%s'", dest)
-                    : fail_http(d.status, "GET", url, d.error_body.data, d.error_body.len, err);
-        sl_buf_release(&d.error_body);
-        return r;
+        return rc != CURLE_OK
+                   ? sl_fail(err, SL_E_UNAVAILABLE, "unreachable", "download of '%s' failed: %s",
+                             url, curl_error[0] ? curl_error : curl_easy_strerror(rc))
+               : closed != 0
+                   ? sl_fail_errno(err, "unable to write '%s'", dest)
+                   : fail_http(d.status, "GET", url, error_body.data, error_body.len, err);
     }
-    sl_buf_release(&d.error_body);
     crypto_hash_sha256_final(&d.sha, digest);
     if (sha256_hex)
         sodium_bin2hex(sha256_hex, 65, digest, sizeof(digest));
@@ -321,7 +313,7 @@ int sl_client_upload(struct sl_client *c, const char *method, const char *path, 
     cleanup_fclose FILE *file = fopen(src, "re");
     struct upload_progress up = { progress, arg };
     struct stat st;
-    struct sl_buf answer;
+    cleanup_buf struct sl_buf answer = SL_BUF_INIT;
     long status = 0;
 
     *out = NULL;
@@ -336,7 +328,6 @@ int sl_client_upload(struct sl_client *c, const char *method, const char *path, 
     headers = curl_slist_append(headers, "Content-Type: application/octet-stream");
     headers = curl_slist_append(headers, "Accept: application/json");
     headers = curl_slist_append(headers, "Expect:");
-    sl_buf_init(&answer);
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
     curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
@@ -349,18 +340,13 @@ int sl_client_upload(struct sl_client *c, const char *method, const char *path, 
     curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &up);
     CURLcode rc = curl_easy_perform(curl);
     if (rc != CURLE_OK) {
-        sl_buf_release(&answer);
         return sl_fail(err, SL_E_UNAVAILABLE, "unreachable",
                        "unable to send '%s' to '%s' (%s): check --server or SUANLI_URL", src,
                        c->server, curl_error[0] ? curl_error : curl_easy_strerror(rc));
     }
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-    if (status < 200 || status > 299) {
-        int r = fail_http(status, method, url, answer.data, answer.len, err);
-        sl_buf_release(&answer);
-        return r;
-    }
+    if (status < 200 || status > 299)
+        return fail_http(status, method, url, answer.data, answer.len, err);
     *out = answer.len ? json_loadb(answer.data, answer.len, 0, NULL) : NULL;
-    sl_buf_release(&answer);
     return 0;
 }

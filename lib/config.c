@@ -1,4 +1,5 @@
 #include "config.h"
+#include "buf.h"
 #include "cleanup.h"
 #include "money.h"
 #include "timefmt.h"
@@ -189,9 +190,12 @@ void sl_config_release(const struct sl_option *opts, size_t n, void *target)
     }
 }
 
-void sl_config_print_help(const struct sl_option *opts, size_t n, FILE *out)
+char *sl_config_help(const struct sl_option *opts, size_t n)
 {
+    struct sl_buf b;
+    sl_buf_init(&b);
     for (size_t i = 0; i < n; i++)
-        fprintf(out, "  %-32s %-8s default %-14s %s\n", opts[i].name, type_names[opts[i].type],
-                opts[i].def ? opts[i].def : "(none)", opts[i].help);
+        sl_buf_addf(&b, "  %-32s %-8s default %-14s %s\n", opts[i].name, type_names[opts[i].type],
+                    opts[i].def ? opts[i].def : "(none)", opts[i].help);
+    return sl_buf_detach(&b, NULL);
 }

@@ -43,7 +43,8 @@ int sl_config_load(const struct sl_option *opts, size_t n, void *target, const c
                    struct sl_error *err);
 /* Frees the strings the table owns in target. */
 void sl_config_release(const struct sl_option *opts, size_t n, void *target);
-/* Prints "name (type, default X): help" for each row. */
-void sl_config_print_help(const struct sl_option *opts, size_t n, FILE *out);
+/* A line "  name  type  default X  help" for each row; the caller prints it
+ * and frees it. */
+char *sl_config_help(const struct sl_option *opts, size_t n);
 
 #endif

@@ -2,6 +2,7 @@
 #include "log.h"
 #include "timefmt.h"
 #include "xalloc.h"
+#include "timeconst.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -36,7 +37,9 @@ struct sl_conn_guard {
 
 static int64_t due(const struct sl_conn_guard *g)
 {
-    return g->cfg.header_timeout ? sl_time_mono_ms() + (int64_t)g->cfg.header_timeout * 1000 : 0;
+    return g->cfg.header_timeout
+               ? sl_time_mono_ms() + (int64_t)g->cfg.header_timeout * SL_MSEC_PER_SEC
+               : 0;
 }
 
 static unsigned count_key(struct sl_conn_guard *g, const unsigned char key[17])
@@ -133,21 +136,6 @@ void sl_conn_guard_request_done(struct MHD_Connection *conn)
     pthread_mutex_unlock(&t->guard->lock);
 }
 
-unsigned sl_conn_guard_open(struct sl_conn_guard *g, const struct sockaddr *addr)
-{
-    unsigned char key[17];
-    unsigned n = 0;
-
-    pthread_mutex_lock(&g->lock);
-    if (addr && sl_addr_limit_key_bin(addr, key))
-        n = count_key(g, key);
-    else
-        for (struct tracked *t = g->all.next; t != &g->all; t = t->next)
-            n++;
-    pthread_mutex_unlock(&g->lock);
-    return n;
-}
-
 static void *deadline_loop(void *arg)
 {
     struct sl_conn_guard *g = arg;
@@ -157,10 +145,10 @@ static void *deadline_loop(void *arg)
     while (!g->stopping) {
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_nsec += TICK_MS * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
+        until.tv_nsec += (long)TICK_MS * SL_NSEC_PER_MSEC;
+        if (until.tv_nsec >= SL_NSEC_PER_SEC) {
             until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
+            until.tv_nsec -= SL_NSEC_PER_SEC;
         }
         pthread_cond_timedwait(&g->wake, &g->lock, &until);
         if (g->stopping)

@@ -55,7 +55,4 @@ void sl_conn_guard_request_done(struct MHD_Connection *conn);
  * at debug level after the prefix passed as its closure ("http"). */
 void sl_conn_guard_mhd_log(void *prefix, const char *fmt, va_list ap);
 
-/* Connections open now, and those of addr's key (for tests and metrics). */
-unsigned sl_conn_guard_open(struct sl_conn_guard *g, const struct sockaddr *addr);
-
 #endif

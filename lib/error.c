@@ -1,5 +1,7 @@
 #include "error.h"
 
+#include "log.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,6 +24,7 @@ static const struct {
     [SL_E_RATE_LIMITED] = { 429, "rate_limited" },
     [SL_E_INTERNAL] = { 500, "internal" },
     [SL_E_UNAVAILABLE] = { 503, "unavailable" },
+    [SL_E_STORAGE] = { 507, "insufficient_storage" },
 };
 
 int sl_error_http_status(enum sl_error_kind kind)
@@ -87,10 +90,35 @@ void sl_error_prefix(struct sl_error *err, const char *fmt, ...)
     vsnprintf(prefix, sizeof(prefix), fmt, ap);
     va_end(ap);
     memcpy(old, err->message, sizeof(old));
-    snprintf(err->message, sizeof(err->message), "%s: %s", prefix, old);
+    /* A message is bounded: one too long keeps its start (the outermost
+     * context first) and says that it was cut. */
+    if (snprintf(err->message, sizeof(err->message), "%s: %s", prefix, old) >=
+        (int)sizeof(err->message))
+        memcpy(err->message + sizeof(err->message) - 4, "...", 4);
 }
 
 void sl_error_clear(struct sl_error *err)
 {
     memset(err, 0, sizeof(*err));
+}
+
+int sl_error_gather(struct sl_error *first, int *rc, int step_rc, const struct sl_error *next)
+{
+    if (step_rc >= 0)
+        return *rc;
+    if (*rc >= 0) {
+        if (first && first != next)
+            *first = *next;
+        *rc = -1;
+        return -1;
+    }
+    log_warn("%s (after an earlier error: %s)", next->message, first ? first->message : "?");
+    return -1;
+}
+
+int sl_error_warn(int step_rc, const struct sl_error *e, const char *what)
+{
+    if (step_rc < 0)
+        log_warn("%s: %s", what, e->message);
+    return step_rc;
 }

@@ -24,6 +24,7 @@ enum sl_error_kind {
     SL_E_RATE_LIMITED,    /* 429 */
     SL_E_INTERNAL,        /* 500: a bug or a broken store */
     SL_E_UNAVAILABLE,     /* 503: try again later */
+    SL_E_STORAGE,         /* 507: the server could not store it (a full or failing disk) */
 };
 
 struct sl_error {
@@ -50,6 +51,20 @@ void sl_error_prefix(struct sl_error *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 void sl_error_clear(struct sl_error *err);
+
+/* One step of a sequence that goes on after a failure (a teardown; systemd's
+ * RET_GATHER). When step_rc is negative: if *rc is still 0, *next becomes
+ * *first, the error the caller returns, and *rc becomes -1; otherwise *first
+ * is kept and *next is logged at warning level, so it is not lost. A cleanup
+ * after a failure starts with *rc already -1 and *first holding that failure.
+ * Returns *rc:
+ *     sl_error_gather(err, &rc, netns_remove(netns, &e), &e); */
+int sl_error_gather(struct sl_error *first, int *rc, int step_rc, const struct sl_error *next);
+
+/* A best-effort step whose failure the caller does not return (the work it
+ * undoes is already done or already failed): when step_rc is negative, *e is
+ * logged at warning level, after "what: ". Returns step_rc. */
+int sl_error_warn(int step_rc, const struct sl_error *e, const char *what);
 
 int sl_error_http_status(enum sl_error_kind kind);
 

@@ -1,4 +1,5 @@
 #include "log.h"
+#include "timeconst.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -20,7 +21,7 @@ void sl_log_write(enum sl_log_level level, const char *fmt, ...)
     clock_gettime(CLOCK_REALTIME, &ts);
     gmtime_r(&ts.tv_sec, &tm);
     strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
-    n = snprintf(line, sizeof(line), "%s.%03ldZ %-5s ", stamp, ts.tv_nsec / 1000000,
+    n = snprintf(line, sizeof(line), "%s.%03ldZ %-5s ", stamp, ts.tv_nsec / SL_NSEC_PER_MSEC,
                  level_names[level]);
     va_start(ap, fmt);
     vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);

@@ -1,4 +1,5 @@
 #include "money.h"
+#include "timeconst.h"
 
 #include <ctype.h>
 #include <inttypes.h>
@@ -57,7 +58,7 @@ int sl_money_charged(int64_t rate_per_hour, int64_t elapsed_s, int64_t *out, str
     if (rate_per_hour < 0 || elapsed_s < 0)
         return sl_fail(err, SL_E_INVALID, "amount_out_of_range",
                        "rate and elapsed time must not be negative");
-    return floor_div((__int128)rate_per_hour * elapsed_s, 3600, out, err);
+    return floor_div((__int128)rate_per_hour * elapsed_s, SL_SEC_PER_HOUR, out, err);
 }
 
 int sl_money_prorate(int64_t amount, int64_t elapsed_s, int64_t period_s, int64_t *out,
@@ -67,6 +68,28 @@ int sl_money_prorate(int64_t amount, int64_t elapsed_s, int64_t period_s, int64_
         return sl_fail(err, SL_E_INVALID, "amount_out_of_range",
                        "amount and elapsed time must not be negative, the period positive");
     return floor_div((__int128)amount * elapsed_s, period_s, out, err);
+}
+
+int sl_money_per_hour(int64_t amount, int64_t period_s, int64_t *out, struct sl_error *err)
+{
+    return sl_money_prorate(amount, SL_SEC_PER_HOUR, period_s, out, err);
+}
+
+int sl_money_percent(int64_t amount, int64_t percent, int64_t *out, struct sl_error *err)
+{
+    if (amount < 0 || percent < 0)
+        return sl_fail(err, SL_E_INVALID, "amount_out_of_range",
+                       "amount and percent must not be negative");
+    return floor_div((__int128)amount * percent, 100, out, err);
+}
+
+int sl_money_unused(int64_t paid, int64_t used, int64_t *out, struct sl_error *err)
+{
+    if (paid < 0 || used < 0)
+        return sl_fail(err, SL_E_INVALID, "amount_out_of_range",
+                       "amounts paid and used must not be negative");
+    *out = used >= paid ? 0 : paid - used;
+    return 0;
 }
 
 int sl_money_charged_gib_day(int64_t rate_per_gib_day, int64_t gib, int64_t elapsed_s, int64_t *out,
@@ -80,7 +103,7 @@ int sl_money_charged_gib_day(int64_t rate_per_gib_day, int64_t gib, int64_t elap
     __int128 p = (__int128)rate_per_gib_day * gib;
     if (p != 0 && elapsed_s > ((((__int128)1) << 126) / p))
         return out_of_range(err);
-    return floor_div(p * elapsed_s, 86400, out, err);
+    return floor_div(p * elapsed_s, SL_SEC_PER_DAY, out, err);
 }
 
 int64_t sl_money_covers_seconds(int64_t balance, int64_t rate_per_hour)
@@ -89,7 +112,7 @@ int64_t sl_money_covers_seconds(int64_t balance, int64_t rate_per_hour)
         return 0;
     if (rate_per_hour <= 0)
         return INT64_MAX;
-    __int128 s = (__int128)balance * 3600 / rate_per_hour;
+    __int128 s = (__int128)balance * SL_SEC_PER_HOUR / rate_per_hour;
     return s > INT64_MAX ? INT64_MAX : (int64_t)s;
 }
 

@@ -29,6 +29,18 @@ int sl_money_charged(int64_t rate_per_hour, int64_t elapsed_s, int64_t *out, str
 int sl_money_prorate(int64_t amount, int64_t elapsed_s, int64_t period_s, int64_t *out,
                      struct sl_error *err);
 
+/* floor(amount * 3600 / period_s): the hourly rate of an amount charged per
+ * period_s (a meter's rate per hour). amount >= 0, period > 0. */
+int sl_money_per_hour(int64_t amount, int64_t period_s, int64_t *out, struct sl_error *err);
+
+/* floor(amount * percent / 100): a discounted price, rounded down so the
+ * discount never costs. amount, percent >= 0. */
+int sl_money_percent(int64_t amount, int64_t percent, int64_t *out, struct sl_error *err);
+
+/* What is left of paid once used of it is spent, never below 0 (a refund of
+ * the unused part). paid, used >= 0. */
+int sl_money_unused(int64_t paid, int64_t used, int64_t *out, struct sl_error *err);
+
 /* floor(rate_per_gib_day * gib * elapsed_s / 86400), for storage. */
 int sl_money_charged_gib_day(int64_t rate_per_gib_day, int64_t gib, int64_t elapsed_s, int64_t *out,
                              struct sl_error *err);

@@ -202,11 +202,8 @@ fail_fds:
 
 int sl_subprocess_run(const struct sl_subprocess *sp, struct sl_error *err)
 {
-    struct sl_buf errbuf;
-    sl_buf_init(&errbuf);
-    int rc = run(sp, &errbuf, err);
-    sl_buf_release(&errbuf);
-    return rc;
+    cleanup_buf struct sl_buf errbuf = SL_BUF_INIT;
+    return run(sp, &errbuf, err);
 }
 
 /* The last non-empty line of text, trimmed, at most 300 bytes. */
@@ -240,8 +237,7 @@ static void tail_of_file(const char *path, char *out, size_t out_size)
 
 int sl_subprocess_check(const struct sl_subprocess *sp, struct sl_error *err)
 {
-    struct sl_buf errbuf;
-    sl_buf_init(&errbuf);
+    cleanup_buf struct sl_buf errbuf = SL_BUF_INIT;
     int rc = run(sp, &errbuf, err);
     if (rc > 0) {
         char line[300];
@@ -257,7 +253,6 @@ int sl_subprocess_check(const struct sl_subprocess *sp, struct sl_error *err)
                     sp->argv[0], rc, line[0] ? ": " : "", line);
         rc = -1;
     }
-    sl_buf_release(&errbuf);
     return rc < 0 ? -1 : 0;
 }
 

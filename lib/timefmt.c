@@ -1,4 +1,5 @@
 #include "timefmt.h"
+#include "timeconst.h"
 
 #include <ctype.h>
 #include <inttypes.h>
@@ -27,12 +28,12 @@ int64_t sl_time_mono_us(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    return (int64_t)ts.tv_sec * SL_USEC_PER_SEC + ts.tv_nsec / SL_NSEC_PER_USEC;
 }
 
 int64_t sl_time_mono_ms(void)
 {
-    return sl_time_mono_us() / 1000;
+    return sl_time_mono_us() / SL_USEC_PER_MSEC;
 }
 
 char *sl_time_format(int64_t t, char *buf)
@@ -78,15 +79,15 @@ int sl_duration_parse(const char *s, int64_t *seconds, struct sl_error *err)
         p++;
         break;
     case 'm':
-        mult = 60;
+        mult = SL_SEC_PER_MIN;
         p++;
         break;
     case 'h':
-        mult = 3600;
+        mult = SL_SEC_PER_HOUR;
         p++;
         break;
     case 'd':
-        mult = 86400;
+        mult = SL_SEC_PER_DAY;
         p++;
         break;
     default:
@@ -106,13 +107,15 @@ char *sl_duration_format(int64_t s, char *buf)
 {
     if (s < 0)
         s = 0;
-    if (s >= 86400)
-        snprintf(buf, SL_DURATION_FORMAT_MAX, "%" PRId64 "d %" PRId64 "h", s / 86400,
-                 s % 86400 / 3600);
-    else if (s >= 3600)
-        snprintf(buf, SL_DURATION_FORMAT_MAX, "%" PRId64 "h %" PRId64 "m", s / 3600, s % 3600 / 60);
-    else if (s >= 60)
-        snprintf(buf, SL_DURATION_FORMAT_MAX, "%" PRId64 "m %" PRId64 "s", s / 60, s % 60);
+    if (s >= SL_SEC_PER_DAY)
+        snprintf(buf, SL_DURATION_FORMAT_MAX, "%" PRId64 "d %" PRId64 "h", s / SL_SEC_PER_DAY,
+                 s % SL_SEC_PER_DAY / SL_SEC_PER_HOUR);
+    else if (s >= SL_SEC_PER_HOUR)
+        snprintf(buf, SL_DURATION_FORMAT_MAX, "%" PRId64 "h %" PRId64 "m", s / SL_SEC_PER_HOUR,
+                 s % SL_SEC_PER_HOUR / SL_SEC_PER_MIN);
+    else if (s >= SL_SEC_PER_MIN)
+        snprintf(buf, SL_DURATION_FORMAT_MAX, "%" PRId64 "m %" PRId64 "s", s / SL_SEC_PER_MIN,
+                 s % SL_SEC_PER_MIN);
     else
         snprintf(buf, SL_DURATION_FORMAT_MAX, "%" PRId64 "s", s);
     return buf;

@@ -1,4 +1,5 @@
 #include "xalloc.h"
+#include "log.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -7,7 +8,7 @@
 
 static void out_of_memory(size_t size)
 {
-    fprintf(stderr, "fatal: out of memory allocating %zu bytes\n", size);
+    log_error("fatal: out of memory allocating %zu bytes", size);
     abort();
 }
 

@@ -11,6 +11,7 @@
 #include "../lib/log.h"
 #include "../lib/timefmt.h"
 #include "../lib/xalloc.h"
+#include "../lib/timeconst.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -233,9 +234,9 @@ int agent_run(struct agent_config *cfg, volatile bool *stop, struct sl_error *er
         if (acted || sl_time_mono_ms() >= next_heartbeat) {
             if (agent_heartbeat(&a, desired, &e) < 0 && !warned)
                 log_warn("agent: heartbeat: %s", e.message);
-            next_heartbeat = sl_time_mono_ms() + a.heartbeat_s * 1000;
+            next_heartbeat = sl_time_mono_ms() + a.heartbeat_s * SL_MSEC_PER_SEC;
         }
-        usleep((useconds_t)cfg->poll_ms * 1000);
+        usleep((useconds_t)cfg->poll_ms * SL_USEC_PER_MSEC);
     }
     proxy_stop(&a.proxy);
     metadata_stop(a.metadata);

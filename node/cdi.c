@@ -28,10 +28,12 @@
 const char *const cdi_default_dirs[] = { "/etc/cdi", "/var/run/cdi" };
 const size_t cdi_n_default_dirs = ARRAY_SIZE(cdi_default_dirs);
 
-const char *const cdi_trusted_hook_dirs[] = {
+/* Where a distribution or NVIDIA's packages put nvidia-ctk and
+ * nvidia-cdi-hook. */
+static const char *const cdi_trusted_hook_dirs[] = {
     "/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin", "/usr/libexec", "/bin", "/sbin",
 };
-const size_t cdi_n_trusted_hook_dirs = ARRAY_SIZE(cdi_trusted_hook_dirs);
+static const size_t cdi_n_trusted_hook_dirs = ARRAY_SIZE(cdi_trusted_hook_dirs);
 
 /* Names only suanli sets in an instance's environment. */
 static const char *const reserved_env[] = {

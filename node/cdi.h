@@ -67,15 +67,10 @@ json_t *cdi_registry_find(const struct cdi_registry *reg, const char *const *nam
  * the host's administrator installed may run. */
 struct cdi_hook_policy {
     const char *rootfs;              /* the container's root on the host */
-    const char *const *trusted_dirs; /* NULL: cdi_trusted_hook_dirs */
+    const char *const *trusted_dirs; /* NULL: /usr/bin, /usr/sbin, /usr/local/bin,
+                                      * /usr/local/sbin, /usr/libexec, /bin, /sbin */
     size_t n_trusted_dirs;
 };
-
-/* /usr/bin, /usr/sbin, /usr/local/bin, /usr/local/sbin, /usr/libexec, /bin,
- * /sbin: where a distribution or NVIDIA's packages put nvidia-ctk and
- * nvidia-cdi-hook. */
-extern const char *const cdi_trusted_hook_dirs[];
-extern const size_t cdi_n_trusted_hook_dirs;
 
 /* Whether a CDI hook ({hookName, path, args, env, timeout}) may be passed to
  * runc. It may when

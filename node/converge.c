@@ -6,10 +6,12 @@
 #include "cgroup.h"
 #include "fsutil.h"
 #include "../lib/cleanup.h"
+#include "../lib/file.h"
 #include "../lib/json.h"
 #include "../lib/log.h"
 #include "../lib/timefmt.h"
 #include "../lib/xalloc.h"
+#include "../lib/timeconst.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -33,11 +35,11 @@ static bool ssh_ready(const char *ip, int64_t wait_ms)
         if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
             struct pollfd p = { .fd = fd, .events = POLLIN };
             char buf[8];
-            if (poll(&p, 1, 2000) == 1 && read(fd, buf, sizeof(buf)) >= 4 &&
+            if (poll(&p, 1, 2 * SL_MSEC_PER_SEC) == 1 && read(fd, buf, sizeof(buf)) >= 4 &&
                 memcmp(buf, "SSH-", 4) == 0)
                 return true;
         }
-        usleep(10000);
+        usleep(10 * SL_USEC_PER_MSEC);
     }
     return false;
 }
@@ -124,7 +126,7 @@ static int start_one(struct agent *a, json_t *d, struct sl_error *err)
     cleanup_free char *path = generation_path(a, id);
     char text[32];
     int n = snprintf(text, sizeof(text), "%lld\n", (long long)generation);
-    return fs_write_file(path, text, (size_t)n, 0600, err);
+    return sl_file_write(path, text, (size_t)n, 0600, 0, err);
 }
 
 /* Brings one instance to what is desired; true when it did something. */

@@ -3,6 +3,7 @@
 #include "../lib/cleanup.h"
 #include "../lib/subprocess.h"
 #include "../lib/xalloc.h"
+#include "../lib/timeconst.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -152,7 +153,7 @@ int disk_find_loop(const char *path, char *dev, size_t dev_size, struct sl_error
             return 0;
         return sl_fail_errno(err, "unable to resolve '%s'", path);
     }
-    DIR *d = opendir("/sys/block");
+    cleanup_dir DIR *d = opendir("/sys/block");
     if (!d)
         return sl_fail_errno(err, "unable to open '/sys/block'");
     int found = 0;
@@ -168,7 +169,6 @@ int disk_find_loop(const char *path, char *dev, size_t dev_size, struct sl_error
             break;
         }
     }
-    closedir(d);
     return found;
 }
 
@@ -190,7 +190,9 @@ static int loop_configure(int loop_fd, int file_fd, const char *path)
 {
     struct loop_config config = { .fd = (unsigned)file_fd };
     config.info.lo_flags = LO_FLAGS_AUTOCLEAR;
-    snprintf((char *)config.info.lo_file_name, LO_NAME_SIZE, "%s", path);
+    /* The name is only shown (losetup -l) and the kernel keeps LO_NAME_SIZE
+     * bytes of it: a longer path is cut, as losetup cuts it. */
+    memcpy(config.info.lo_file_name, path, strnlen(path, LO_NAME_SIZE - 1));
     if (ioctl(loop_fd, LOOP_CONFIGURE, &config) == 0)
         return 0;
     if (errno != EINVAL && errno != ENOTTY)
@@ -275,7 +277,8 @@ int disk_mount(const char *path, const char *mountpoint, struct sl_error *err)
 
 static void sleep_ms(long ms)
 {
-    struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
+    struct timespec ts = { .tv_sec = ms / SL_MSEC_PER_SEC,
+                           .tv_nsec = (ms % SL_MSEC_PER_SEC) * (long)SL_NSEC_PER_MSEC };
     nanosleep(&ts, NULL);
 }
 

@@ -2,9 +2,9 @@
  * enrolling with a join token read from a file or stdin, never taken from
  * the command line. */
 #include "agent-internal.h"
-#include "fsutil.h"
 #include "inventory.h"
 #include "../lib/cleanup.h"
+#include "../lib/file.h"
 #include "../lib/json.h"
 #include "../lib/log.h"
 #include "../lib/xalloc.h"
@@ -145,7 +145,7 @@ int agent_enroll(struct agent *a, struct sl_error *err)
         json_pack("{s:s, s:s, s:s}", "server", a->cfg->server, "node_id", id, "node_token", token);
     cleanup_free char *text = json_dumps(identity, JSON_INDENT(2));
     cleanup_free char *path = xasprintf("%s/node.json", a->cfg->data_dir);
-    if (fs_write_file(path, text, strlen(text), 0600, err) < 0)
+    if (sl_file_write(path, text, strlen(text), 0600, 0, err) < 0)
         return -1;
     log_info("agent: enrolled as %s", id);
     return 0;

@@ -250,9 +250,8 @@ char *firewall_pin_script(const char *bridge, const struct firewall_port *ports,
             return NULL;
     }
     cleanup_free char *table = xasprintf(FIREWALL_PIN_TABLE_PREFIX "%s", bridge);
-    struct sl_buf body, script;
-    sl_buf_init(&body);
-    sl_buf_init(&script);
+    cleanup_buf struct sl_buf body = SL_BUF_INIT;
+    cleanup_buf struct sl_buf script = SL_BUF_INIT;
     pin_body(&body, ports, n);
     char digest[SL_HASH_HEX_MAX];
     sl_sha256_hex(body.data, body.len, digest);
@@ -260,7 +259,6 @@ char *firewall_pin_script(const char *bridge, const struct firewall_port *ports,
     /* one transaction: no moment without the table or with half of it */
     sl_buf_addf(&script, "add table bridge %s\ndelete table bridge %s\n", table, table);
     sl_buf_addf(&script, "table bridge %s {\n\t%s\n%s}\n", table, marker, body.data);
-    sl_buf_release(&body);
     return sl_buf_detach(&script, NULL);
 }
 
@@ -274,8 +272,7 @@ int firewall_pin_ports(const char *bridge, const struct firewall_port *ports, si
     if (!script)
         return -1;
     cleanup_free char *table = xasprintf(FIREWALL_PIN_TABLE_PREFIX "%s", bridge);
-    struct sl_buf listing;
-    sl_buf_init(&listing);
+    cleanup_buf struct sl_buf listing = SL_BUF_INIT;
 
     /* what the kernel has now: absent (status 1) or a table with a digest */
     const char *list[] = { "nft", "list", "table", "bridge", table, NULL };
@@ -296,19 +293,16 @@ int firewall_pin_ports(const char *bridge, const struct firewall_port *ports, si
             *change = FIREWALL_PIN_REMOVED;
     } else if (n > 0 && !same) {
         const char *load[] = { "nft", "-f", "-", NULL };
-        struct sl_buf out;
-        sl_buf_init(&out);
+        cleanup_buf struct sl_buf out = SL_BUF_INIT;
         struct sl_subprocess sp = {
             .argv = load, .input = script, .input_len = strlen(script), .out = &out
         };
         rc = sl_subprocess_check(&sp, err);
-        sl_buf_release(&out);
         if (rc == 0 && change)
             *change = present ? FIREWALL_PIN_REPLACED : FIREWALL_PIN_CREATED;
     } else {
         rc = 0;
     }
-    sl_buf_release(&listing);
     if (rc < 0) {
         sl_error_prefix(err, "pin the instances' ports on bridge '%s'", bridge);
         return -1;

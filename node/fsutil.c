@@ -1,5 +1,6 @@
 #include "fsutil.h"
 #include "../lib/cleanup.h"
+#include "../lib/file.h"
 #include "../lib/xalloc.h"
 
 #include <dirent.h>
@@ -38,38 +39,6 @@ int fs_mkdir_p(const char *path, mode_t mode, struct sl_error *err)
     return make_dir(tmp, mode, err);
 }
 
-int fs_write_file(const char *path, const void *data, size_t len, mode_t mode, struct sl_error *err)
-{
-    cleanup_free char *tmp = xasprintf("%s.tmp.%d", path, (int)getpid());
-    cleanup_close int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-    if (fd < 0)
-        return sl_fail_errno(err, "unable to create '%s'", tmp);
-    const char *p = data;
-    while (len > 0) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            sl_fail_errno(err, "unable to write '%s'", tmp);
-            unlink(tmp);
-            return -1;
-        }
-        p += w;
-        len -= (size_t)w;
-    }
-    if (fchmod(fd, mode) < 0 || fsync(fd) < 0) {
-        sl_fail_errno(err, "unable to write '%s'", tmp);
-        unlink(tmp);
-        return -1;
-    }
-    if (rename(tmp, path) < 0) {
-        sl_fail_errno(err, "unable to rename '%s' to '%s'", tmp, path);
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
-}
-
 void fs_unlink_with_temps(const char *path)
 {
     cleanup_free char *dir = xstrdup(path);
@@ -79,15 +48,14 @@ void fs_unlink_with_temps(const char *path)
     unlink(path);
     if (slash)
         *slash = '\0';
-    cleanup_free char *prefix = xasprintf("%s.tmp.", base);
-    DIR *d = opendir(slash ? (*dir ? dir : "/") : ".");
+    cleanup_free char *prefix = xasprintf("%s" SL_FILE_TEMP_INFIX, base);
+    cleanup_dir DIR *d = opendir(slash ? (*dir ? dir : "/") : ".");
     if (!d)
         return;
     struct dirent *e;
     while ((e = readdir(d)))
         if (strncmp(e->d_name, prefix, strlen(prefix)) == 0)
             unlinkat(dirfd(d), e->d_name, 0);
-    closedir(d);
 }
 
 char *fs_read_file(const char *path, size_t max_len, size_t *len, struct sl_error *err)
@@ -156,7 +124,7 @@ static int remove_at(int parent_fd, const char *name, dev_t dev, const char *top
         return sl_fail_errno(err, "unable to open '%s' under '%s'", name, top);
     /* Layers are made read-only after import; give ourselves write access. */
     fchmod(fd, 0700);
-    DIR *d = fdopendir(fd);
+    cleanup_dir DIR *d = fdopendir(fd);
     if (!d) {
         close(fd);
         return sl_fail_errno(err, "unable to read '%s' under '%s'", name, top);
@@ -168,7 +136,6 @@ static int remove_at(int parent_fd, const char *name, dev_t dev, const char *top
             continue;
         rc = remove_at(dirfd(d), e->d_name, dev, top, err);
     }
-    closedir(d);
     if (rc == 0 && unlinkat(parent_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
         return sl_fail_errno(err, "unable to remove '%s' under '%s'", name, top);
     return rc;

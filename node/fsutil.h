@@ -1,5 +1,5 @@
-/* Small file-system chores the node repeats: making directory trees, writing
- * a whole file atomically, reading a small file, removing a tree. */
+/* Small file-system chores the node repeats: making directory trees, reading
+ * a small file, removing a tree (whole files are written by lib/file.h). */
 #ifndef SL_NODE_FSUTIL_H
 #define SL_NODE_FSUTIL_H
 
@@ -12,13 +12,8 @@
  * creates; existing ones keep theirs. */
 int fs_mkdir_p(const char *path, mode_t mode, struct sl_error *err);
 
-/* Writes data to path through a temporary file and rename(2), so readers see
- * the old or the new content, never a part; the file gets `mode`. */
-int fs_write_file(const char *path, const void *data, size_t len, mode_t mode,
-                  struct sl_error *err);
-
-/* Removes path and what fs_write_file left of it if killed before its
- * rename (path.tmp.PID). Missing files are no error. */
+/* Removes path and what sl_file_write (lib/file.h) left of it if killed
+ * before its rename (path.tmp.*). Missing files are no error. */
 void fs_unlink_with_temps(const char *path);
 
 /* Reads a whole file of at most max_len bytes; returns a NUL-terminated copy

@@ -134,7 +134,7 @@ static int apply_fallback(json_t *config, const struct gpu_devices_host *host,
     size_t n_lib_dirs = host->lib_dirs ? host->n_lib_dirs : ARRAY_SIZE(default_lib_dirs);
     const char *const *bin_dirs = host->bin_dirs ? host->bin_dirs : default_bin_dirs;
     size_t n_bin_dirs = host->bin_dirs ? host->n_bin_dirs : ARRAY_SIZE(default_bin_dirs);
-    struct sl_buf ldconfig;
+    cleanup_buf struct sl_buf ldconfig = SL_BUF_INIT;
 
     for (size_t i = 0; i < n; i++) {
         cleanup_free char *host_path = xasprintf("%s/nvidia%u", dev, gpus[i]->minor);
@@ -153,13 +153,11 @@ static int apply_fallback(json_t *config, const struct gpu_devices_host *host,
             return -1;
     }
 
-    sl_buf_init(&ldconfig);
     if (host->use_ldconfig) {
-        struct sl_error ignored = SL_ERROR_INIT;
+        struct sl_error e = SL_ERROR_INIT;
         const char *argv[] = { "ldconfig", "-p", NULL };
-        if (sl_run(argv, &ldconfig, &ignored) < 0)
-            log_warn("gpu: %s; looking for the driver's libraries in the usual places",
-                     ignored.message);
+        sl_error_warn(sl_run(argv, &ldconfig, &e), &e,
+                      "gpu: looking for the driver's libraries in the usual places");
     }
     for (size_t i = 0; i < ARRAY_SIZE(driver_libraries); i++) {
         cleanup_free char *path =
@@ -169,7 +167,6 @@ static int apply_fallback(json_t *config, const struct gpu_devices_host *host,
         if (path)
             cdi_add_bind_mount(config, path, path, "ro,nosuid,nodev,rbind");
     }
-    sl_buf_release(&ldconfig);
     for (size_t i = 0; i < ARRAY_SIZE(driver_binaries); i++) {
         cleanup_free char *path = find_in_dirs(bin_dirs, n_bin_dirs, driver_binaries[i]);
         if (path)
@@ -183,7 +180,8 @@ int gpu_devices_apply_host(json_t *config, const struct gpu_devices_host *host,
 {
     const struct gpu_info *gpus[GPU_MAX];
     struct cdi_registry reg;
-    struct sl_buf uuids, numbers;
+    cleanup_buf struct sl_buf uuids = SL_BUF_INIT;
+    cleanup_buf struct sl_buf numbers = SL_BUF_INIT;
     int rc;
 
     if (n > GPU_MAX)
@@ -205,8 +203,6 @@ int gpu_devices_apply_host(json_t *config, const struct gpu_devices_host *host,
     if (rc < 0)
         return -1;
 
-    sl_buf_init(&uuids);
-    sl_buf_init(&numbers);
     sl_buf_addf(&uuids, "NVIDIA_VISIBLE_DEVICES=");
     sl_buf_addf(&numbers, "CUDA_VISIBLE_DEVICES=");
     for (size_t i = 0; i < n; i++) {
@@ -215,8 +211,6 @@ int gpu_devices_apply_host(json_t *config, const struct gpu_devices_host *host,
     }
     cdi_set_env(config, uuids.data);
     cdi_set_env(config, numbers.data);
-    sl_buf_release(&uuids);
-    sl_buf_release(&numbers);
     return 0;
 }
 

@@ -27,7 +27,7 @@ struct gpu_devices_host {
     const char *const *bin_dirs; /* NULL: /usr/bin, /usr/sbin, /bin */
     size_t n_bin_dirs;
     bool use_ldconfig;            /* ask `ldconfig -p` first */
-    const char *const *hook_dirs; /* NULL: cdi_trusted_hook_dirs */
+    const char *const *hook_dirs; /* NULL: CDI's trusted directories (cdi.c) */
     size_t n_hook_dirs;
 };
 

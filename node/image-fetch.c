@@ -137,7 +137,7 @@ json_t *agent_images_report(struct agent *a)
 {
     cleanup_free char *dir = xasprintf("%s/images", a->cfg->data_dir);
     json_t *out = json_array();
-    DIR *d = opendir(dir);
+    cleanup_dir DIR *d = opendir(dir);
     struct dirent *e;
 
     while (d && (e = readdir(d))) {
@@ -154,8 +154,6 @@ json_t *agent_images_report(struct agent *a)
                                              "size_bytes", (json_int_t)img.size_bytes));
         image_release(&img);
     }
-    if (d)
-        closedir(d);
     pthread_mutex_lock(&a->lock);
     const char *name;
     json_t *v;

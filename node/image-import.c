@@ -389,8 +389,8 @@ int image_import(const char *data_dir, const char *path, const char *name,
     if (im.root >= 0)
         close(im.root);
     if (im.staging) {
-        struct sl_error ignored = SL_ERROR_INIT;
-        fs_remove_tree(im.staging, &ignored);
+        struct sl_error e = SL_ERROR_INIT;
+        sl_error_warn(fs_remove_tree(im.staging, &e), &e, "import image: clean up");
         free(im.staging);
     }
     cleanup_free char *tmp_root = xasprintf("%s/layers/tmp", data_dir);

@@ -1,6 +1,7 @@
 #include "image-layer.h"
 #include "fsutil.h"
 #include "../lib/cleanup.h"
+#include "../lib/file.h"
 #include "../lib/json.h"
 #include "../lib/log.h"
 #include "../lib/xalloc.h"
@@ -1012,8 +1013,8 @@ bool image_layer_present(const char *data_dir, const char *digest)
 void image_layer_discard(const char *data_dir, struct image_layer *layer)
 {
     if (layer->tmp) {
-        struct sl_error ignored = SL_ERROR_INIT;
-        fs_remove_tree(layer->tmp, &ignored);
+        struct sl_error e = SL_ERROR_INIT;
+        sl_error_warn(fs_remove_tree(layer->tmp, &e), &e, "discard an image layer");
         free(layer->tmp);
         layer->tmp = NULL;
     }
@@ -1040,7 +1041,8 @@ int image_layer_commit(const char *data_dir, struct image_layer *layer, const ch
         return sl_fail(err, SL_E_INTERNAL, "internal", "BUG: unable to encode '%s'", meta_path);
     size_t len = strlen(text);
     text[len] = '\n';
-    if (fs_mkdir_p(store, 0700, err) < 0 || fs_write_file(meta_path, text, len + 1, 0600, err) < 0)
+    if (fs_mkdir_p(store, 0700, err) < 0 ||
+        sl_file_write(meta_path, text, len + 1, 0600, 0, err) < 0)
         return -1;
     /* read-only, and the agent's alone (the rootfs inside keeps the image's modes) */
     if (chmod(layer->tmp, 0500) < 0)

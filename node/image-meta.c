@@ -85,7 +85,7 @@ static char *cuda_from_dirs(const char *const *rootfs, size_t n)
     for (size_t i = 0; i < n && !best; i++) {
         cleanup_close int root = open(rootfs[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         int fd = root < 0 ? -1 : image_open_in_root(root, "/usr/local", O_RDONLY | O_DIRECTORY);
-        DIR *d = fd < 0 ? NULL : fdopendir(fd);
+        cleanup_dir DIR *d = fd < 0 ? NULL : fdopendir(fd);
         if (!d) {
             if (fd >= 0)
                 close(fd);
@@ -101,7 +101,6 @@ static char *cuda_from_dirs(const char *const *rootfs, size_t n)
                     best = v;
                 }
             }
-        closedir(d);
     }
     return best;
 }
@@ -179,7 +178,7 @@ static void list_site_dirs(int root, struct sl_buf *out)
             if ((size_t)(n - dir) != prefix + 1 || strncmp(dir, lib_dirs[k], prefix) != 0)
                 continue;
             int fd = image_open_in_root(root, lib_dirs[k], O_RDONLY | O_DIRECTORY);
-            DIR *d = fd < 0 ? NULL : fdopendir(fd);
+            cleanup_dir DIR *d = fd < 0 ? NULL : fdopendir(fd);
             if (!d) {
                 if (fd >= 0)
                     close(fd);
@@ -189,7 +188,6 @@ static void list_site_dirs(int root, struct sl_buf *out)
             while ((e = readdir(d)))
                 if (strncmp(e->d_name, "python3.", 8) == 0)
                     sl_buf_addf(out, "%s/%s%s\n", lib_dirs[k], e->d_name, n + strlen("python3.N"));
-            closedir(d);
         }
     }
 }
@@ -197,7 +195,7 @@ static void list_site_dirs(int root, struct sl_buf *out)
 static char *dist_version(int root, const char *site, const struct framework *f)
 {
     int fd = image_open_in_root(root, site, O_RDONLY | O_DIRECTORY);
-    DIR *d = fd < 0 ? NULL : fdopendir(fd);
+    cleanup_dir DIR *d = fd < 0 ? NULL : fdopendir(fd);
     if (!d) {
         if (fd >= 0)
             close(fd);
@@ -216,7 +214,6 @@ static char *dist_version(int root, const char *site, const struct framework *f)
                 free(name);
             }
     }
-    closedir(d);
     return v;
 }
 
@@ -226,8 +223,7 @@ static char *framework_version(const char *const *rootfs, size_t n, const struct
         cleanup_close int root = open(rootfs[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (root < 0)
             continue;
-        struct sl_buf sites;
-        sl_buf_init(&sites);
+        cleanup_buf struct sl_buf sites = SL_BUF_INIT;
         list_site_dirs(root, &sites);
         char *v = NULL, *save = NULL;
         for (char *site = strtok_r(sites.data, "\n", &save); site && !v;
@@ -242,7 +238,6 @@ static char *framework_version(const char *const *rootfs, size_t n, const struct
             if (!v)
                 v = dist_version(root, site, f);
         }
-        sl_buf_release(&sites);
         if (v)
             return v;
     }
@@ -251,17 +246,14 @@ static char *framework_version(const char *const *rootfs, size_t n, const struct
 
 char *image_meta_frameworks(const char *const *rootfs, size_t n)
 {
-    struct sl_buf out;
-    sl_buf_init(&out);
+    cleanup_buf struct sl_buf out = SL_BUF_INIT;
     for (size_t i = 0; i < ARRAY_SIZE(frameworks); i++) {
         cleanup_free char *v = framework_version(rootfs, n, &frameworks[i]);
         if (v)
             sl_buf_addf(&out, "%s%s %s", out.len ? ", " : "", frameworks[i].name, v);
     }
-    if (out.len == 0) {
-        sl_buf_release(&out);
+    if (out.len == 0)
         return NULL;
-    }
     char *text = sl_buf_detach(&out, NULL);
     if (strlen(text) > IMAGE_FRAMEWORKS_MAX)
         text[IMAGE_FRAMEWORKS_MAX] = '\0';

@@ -4,6 +4,7 @@
 #include "fsutil.h"
 #include "../lib/buf.h"
 #include "../lib/cleanup.h"
+#include "../lib/file.h"
 #include "../lib/json.h"
 #include "../lib/subprocess.h"
 #include "../lib/xalloc.h"
@@ -19,7 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
-const char *const image_default_packages[] = {
+/* The packages of the default image, NULL-terminated. */
+static const char *const image_default_packages[] = {
     "openssh-server",
     "python3",
     "python3-pip",
@@ -83,7 +85,7 @@ static int write_json(const char *path, json_t *obj, struct sl_error *err)
         return sl_fail(err, SL_E_INTERNAL, "internal", "BUG: unable to encode '%s'", path);
     size_t len = strlen(text);
     text[len] = '\n';
-    return fs_write_file(path, text, len + 1, 0600, err);
+    return sl_file_write(path, text, len + 1, 0600, 0, err);
 }
 
 int image_layer_import(const char *data_dir, const char *tar_path, char digest[IMAGE_DIGEST_HEX],
@@ -159,7 +161,7 @@ static char *python_version(const char *rootfs)
             return xstrdup(base + 6);
     }
     int lib = image_open_in_root(root, "/usr/lib", O_RDONLY | O_DIRECTORY);
-    DIR *d = lib < 0 ? NULL : fdopendir(lib);
+    cleanup_dir DIR *d = lib < 0 ? NULL : fdopendir(lib);
     if (!d) {
         if (lib >= 0)
             close(lib);
@@ -175,7 +177,6 @@ static char *python_version(const char *rootfs)
         if (*end == '\0' && end != e->d_name + 8 && minor > best)
             best = minor;
     }
-    closedir(d);
     return best >= 0 ? xasprintf("3.%ld", best) : NULL;
 }
 
@@ -366,8 +367,7 @@ int image_build_recipe(const char *data_dir, const char *name, const char *recip
     if (!sources)
         return -1;
 
-    struct sl_buf include;
-    sl_buf_init(&include);
+    cleanup_buf struct sl_buf include = SL_BUF_INIT;
     sl_buf_adds(&include, "--include=");
     for (size_t i = 0; image_default_packages[i]; i++)
         sl_buf_addf(&include, "%s%s", i ? "," : "", image_default_packages[i]);
@@ -376,10 +376,8 @@ int image_build_recipe(const char *data_dir, const char *name, const char *recip
 
     cleanup_free char *dir = xasprintf("%s/build", data_dir);
     cleanup_free char *tar = xasprintf("%s/%s.%d.tar", dir, name, (int)getpid());
-    if (fs_mkdir_p(dir, 0700, err) < 0) {
-        sl_buf_release(&include);
+    if (fs_mkdir_p(dir, 0700, err) < 0)
         return -1;
-    }
     /* Host keys made at build time would be shared by every instance: the
      * instance's init makes its own on first boot. */
     const char *argv[] = { "mmdebstrap",
@@ -397,7 +395,6 @@ int image_build_recipe(const char *data_dir, const char *name, const char *recip
         .argv = argv, .input = sources, .input_len = strlen(sources), .shared_files = true
     };
     int rc = sl_subprocess_check(&sp, err);
-    sl_buf_release(&include);
     if (rc < 0) {
         unlink(tar);
         sl_error_prefix(err, "build image '%s'", name);

@@ -66,9 +66,6 @@ int image_save_config(const char *data_dir, const char *name, const char *const 
  * SL_E_NOT_FOUND ("unknown_image"). */
 int image_load(const char *data_dir, const char *name, struct image *img, struct sl_error *err);
 
-/* The packages of the default image, NULL-terminated. */
-extern const char *const image_default_packages[];
-
 /* Builds the default image with mmdebstrap from the host's own apt sources
  * (/etc/apt/sources.list.d/debian.sources, else /etc/apt/sources.list; never
  * a hard-coded mirror) for `suite` (e.g. "bookworm"), imports it and saves it

@@ -168,21 +168,13 @@ static int start_steps(const struct node_host *host, const struct instance_spec 
 int instance_start(const struct node_host *host, const struct instance_spec *spec, char *ip,
                    struct sl_error *err)
 {
-    if (start_steps(host, spec, ip, err) == 0)
+    int rc = start_steps(host, spec, ip, err);
+    if (rc == 0)
         return 0;
-    struct sl_error ignored = SL_ERROR_INIT;
-    instance_stop(host, spec->id, spec->host_port, 0, &ignored);
+    struct sl_error e = SL_ERROR_INIT;
+    sl_error_gather(err, &rc, instance_stop(host, spec->id, spec->host_port, 0, &e), &e);
     sl_error_prefix(err, "start instance '%s'", spec->id);
     return -1;
-}
-
-/* Keeps the first error, runs on regardless. */
-static void step(int rc, struct sl_error *first, const struct sl_error *now, int *failed)
-{
-    if (rc < 0 && !*failed) {
-        *first = *now;
-        *failed = 1;
-    }
 }
 
 int instance_stop(const struct node_host *host, const char *id, unsigned host_port, int grace_ms,
@@ -191,15 +183,15 @@ int instance_stop(const struct node_host *host, const char *id, unsigned host_po
     cleanup_free char *sys_mount = path_in(host, id, "sys");
     cleanup_free char *data_mount = path_in(host, id, "data");
     cleanup_free char *rootfs = path_in(host, id, "rootfs");
-    int failed = 0;
+    int rc = 0;
     struct sl_error e = SL_ERROR_INIT;
 
-    step(runtime_stop(host->runtime, id, grace_ms, &e), err, &e, &failed);
-    step(net_detach(host->net, id, host_port, &e), err, &e, &failed);
-    step(rootfs_unmount(rootfs, &e), err, &e, &failed);
-    step(disk_unmount(data_mount, &e), err, &e, &failed);
-    step(disk_unmount(sys_mount, &e), err, &e, &failed);
-    if (failed) {
+    sl_error_gather(err, &rc, runtime_stop(host->runtime, id, grace_ms, &e), &e);
+    sl_error_gather(err, &rc, net_detach(host->net, id, host_port, &e), &e);
+    sl_error_gather(err, &rc, rootfs_unmount(rootfs, &e), &e);
+    sl_error_gather(err, &rc, disk_unmount(data_mount, &e), &e);
+    sl_error_gather(err, &rc, disk_unmount(sys_mount, &e), &e);
+    if (rc < 0) {
         sl_error_prefix(err, "stop instance '%s'", id);
         return -1;
     }

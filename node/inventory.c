@@ -28,7 +28,7 @@ static bool is_disk_file(const char *name)
 static uint64_t instance_disks_bytes(const char *data_dir)
 {
     cleanup_free char *path = xasprintf("%s/instances", data_dir);
-    DIR *top = opendir(path);
+    cleanup_dir DIR *top = opendir(path);
     struct dirent *e;
     uint64_t total = 0;
 
@@ -36,7 +36,7 @@ static uint64_t instance_disks_bytes(const char *data_dir)
         if (e->d_name[0] == '.')
             continue;
         int fd = openat(dirfd(top), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        DIR *inst = fd >= 0 ? fdopendir(fd) : NULL;
+        cleanup_dir DIR *inst = fd >= 0 ? fdopendir(fd) : NULL;
         struct dirent *f;
         struct stat st;
         if (!inst && fd >= 0)
@@ -47,11 +47,7 @@ static uint64_t instance_disks_bytes(const char *data_dir)
                 S_ISREG(st.st_mode))
                 total += (uint64_t)st.st_blocks * 512;
         }
-        if (inst)
-            closedir(inst);
     }
-    if (top)
-        closedir(top);
     return total;
 }
 

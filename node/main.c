@@ -4,6 +4,7 @@
 #include "image-import.h"
 #include "image.h"
 
+#include "../lib/cleanup.h"
 #include "../lib/config.h"
 #include "../lib/crypto.h"
 #include "../lib/log.h"
@@ -223,9 +224,11 @@ int main(int argc, char **argv)
         case 'c':
             config = optarg;
             break;
-        case 'H':
-            sl_config_print_help(agent_options, agent_options_count, stdout);
+        case 'H': {
+            cleanup_free char *help = sl_config_help(agent_options, agent_options_count);
+            fputs(help, stdout);
             return 0;
+        }
         case 'h':
             fputs(usage, stdout);
             return 0;

@@ -58,7 +58,7 @@ static bool result_has_ip(const char *path, const char *ip)
 int metadata_instance_for_ip(const char *net_state, const char *ip, char *id)
 {
     cleanup_free char *dir = xasprintf("%s/results", net_state);
-    DIR *d = opendir(dir);
+    cleanup_dir DIR *d = opendir(dir);
     struct dirent *e;
     int found = 0;
 
@@ -72,8 +72,6 @@ int metadata_instance_for_ip(const char *net_state, const char *ip, char *id)
             found = 1;
         }
     }
-    if (d)
-        closedir(d);
     return found;
 }
 

@@ -4,6 +4,7 @@
 #include "fsutil.h"
 #include "../lib/buf.h"
 #include "../lib/cleanup.h"
+#include "../lib/file.h"
 #include "../lib/id.h"
 #include "../lib/json.h"
 #include "../lib/subprocess.h"
@@ -161,8 +162,7 @@ static int run_plugin(const struct net_config *cfg, const char *command, const c
     };
     const char *argv[] = { binary, NULL };
     cleanup_free char *input = json_dumps(conf, JSON_COMPACT);
-    struct sl_buf errout;
-    sl_buf_init(&errout);
+    cleanup_buf struct sl_buf errout = SL_BUF_INIT;
     struct sl_subprocess sp = { .argv = argv,
                                 .envp = envp,
                                 .input = input,
@@ -178,7 +178,6 @@ static int run_plugin(const struct net_config *cfg, const char *command, const c
         sl_fail(err, SL_E_INTERNAL, "network_failed", "CNI %s %s for '%s': %s%s%s", type, command,
                 id, msg ? msg : errout.data, details ? ": " : "", details ? details : "");
     }
-    sl_buf_release(&errout);
     return rc == 0 ? 0 : -1;
 }
 
@@ -231,14 +230,14 @@ static void masq_teardown(const char *id, json_t *result)
         const char *argv[] = { "iptables",    "-w",      "-t",        "nat",   "-D",
                                "POSTROUTING", "-s",      addr,        "-j",    chain,
                                "-m",          "comment", "--comment", comment, NULL };
-        struct sl_error ignored = SL_ERROR_INIT;
-        sl_run(argv, NULL, &ignored);
+        struct sl_error e = SL_ERROR_INIT;
+        sl_error_warn(sl_run(argv, NULL, &e), &e, "remove the masquerade rule of an instance");
     }
     const char *flush[] = { "iptables", "-w", "-t", "nat", "-F", chain, NULL };
     const char *drop[] = { "iptables", "-w", "-t", "nat", "-X", chain, NULL };
-    struct sl_error ignored = SL_ERROR_INIT;
-    if (sl_run(flush, NULL, &ignored) == 0)
-        sl_run(drop, NULL, &ignored);
+    struct sl_error e = SL_ERROR_INIT;
+    if (sl_error_warn(sl_run(flush, NULL, &e), &e, "flush the masquerade chain") == 0)
+        sl_error_warn(sl_run(drop, NULL, &e), &e, "remove the masquerade chain");
 }
 
 /* DEL in reverse order; goes on after a failure and reports the first.
@@ -253,14 +252,9 @@ static int chain_del(const struct net_config *cfg, const char *id, const char *n
     int rc = 0;
     for (size_t i = json_array_size(plugins); i-- > 0;) {
         cleanup_json json_t *conf = net_cni_conf(json_array_get(plugins, i), prev);
-        struct sl_buf out;
-        sl_buf_init(&out);
+        cleanup_buf struct sl_buf out = SL_BUF_INIT;
         struct sl_error e = SL_ERROR_INIT;
-        if (run_plugin(cfg, "DEL", id, netns, "eth0", conf, &out, &e) < 0 && rc == 0) {
-            *err = e;
-            rc = -1;
-        }
-        sl_buf_release(&out);
+        sl_error_gather(err, &rc, run_plugin(cfg, "DEL", id, netns, "eth0", conf, &out, &e), &e);
     }
     if (prev && access(netns, F_OK) != 0)
         masq_teardown(id, prev);
@@ -340,7 +334,7 @@ int net_pin(const struct net_config *cfg, struct sl_error *err)
     cleanup_free char *unreadable = NULL; /* an attached instance with no port to pin */
     struct firewall_port *ports = NULL;
     size_t n = 0, cap = 0;
-    DIR *d = opendir(dir);
+    cleanup_dir DIR *d = opendir(dir);
     struct dirent *e;
 
     if (!d && errno != ENOENT)
@@ -365,8 +359,6 @@ int net_pin(const struct net_config *cfg, struct sl_error *err)
         else if (!unreadable)
             unreadable = xstrdup(path);
     }
-    if (d)
-        closedir(d);
     enum firewall_pin_change change;
     int rc = firewall_pin_ports(cfg->bridge, ports, n, &change, err);
     free(ports);
@@ -384,6 +376,18 @@ int net_pin(const struct net_config *cfg, struct sl_error *err)
 
 static int detach(const struct net_config *cfg, const char *id, unsigned host_port, json_t *known,
                   struct sl_error *err);
+
+/* Undoes an attach that failed, from what ADD made so far (prev); the
+ * failure in err stays the one returned. */
+static int attach_failed(const struct net_config *cfg, const char *id, unsigned host_port,
+                         json_t *prev, struct sl_error *err)
+{
+    struct sl_error e = SL_ERROR_INIT;
+    int rc = -1;
+    sl_error_gather(err, &rc, detach(cfg, id, host_port, prev, &e), &e);
+    sl_error_prefix(err, "attach network of '%s'", id);
+    return -1;
+}
 
 int net_attach(const struct net_config *cfg, const char *id, unsigned host_port,
                struct net_attachment *out, struct sl_error *err)
@@ -403,8 +407,7 @@ int net_attach(const struct net_config *cfg, const char *id, unsigned host_port,
     cleanup_json json_t *plugins = net_cni_plugins(cfg, host_port);
     cleanup_json json_t *prev = NULL;
     cleanup_free char *cache = result_path(cfg, id);
-    struct sl_buf res;
-    sl_buf_init(&res);
+    cleanup_buf struct sl_buf res = SL_BUF_INIT;
     if (run_plugin(cfg, "ADD", id, netns, "lo", loopback, &res, err) < 0)
         goto fail;
     for (size_t i = 0; i < json_array_size(plugins); i++) {
@@ -424,31 +427,20 @@ int net_attach(const struct net_config *cfg, const char *id, unsigned host_port,
         /* after every plugin, not only the last: an agent killed midway
          * leaves DEL the addresses (the firewall plugin's rules are found
          * from them alone) */
-        if (fs_write_file(cache, res.data, res.len, 0600, err) < 0)
+        if (sl_file_write(cache, res.data, res.len, 0600, 0, err) < 0)
             goto fail;
     }
-    sl_buf_release(&res);
     net_result_address(prev, out);
     if (!out->ip[0])
         sl_fail(err, SL_E_INTERNAL, "network_failed", "CNI gave '%s' no address", id);
-    if (!out->ip[0] || isolate(cfg, prev, err) < 0 || net_pin(cfg, err) < 0) {
-        struct sl_error ignored = SL_ERROR_INIT;
-        detach(cfg, id, host_port, prev, &ignored);
-        sl_error_prefix(err, "attach network of '%s'", id);
-        return -1;
-    }
+    if (!out->ip[0] || isolate(cfg, prev, err) < 0 || net_pin(cfg, err) < 0)
+        return attach_failed(cfg, id, host_port, prev, err);
     return 0;
 
 fail:
-    sl_buf_release(&res);
-    {
-        /* Hand DEL what ADD made so far (the cache may be unwritable: a
-         * full disk). */
-        struct sl_error ignored = SL_ERROR_INIT;
-        detach(cfg, id, host_port, prev, &ignored);
-    }
-    sl_error_prefix(err, "attach network of '%s'", id);
-    return -1;
+    /* Hand DEL what ADD made so far (the cache may be unwritable: a
+     * full disk). */
+    return attach_failed(cfg, id, host_port, prev, err);
 }
 
 bool net_attached(const struct net_config *cfg, const char *id)
@@ -464,14 +456,8 @@ static int detach(const struct net_config *cfg, const char *id, unsigned host_po
     cleanup_free char *netns = net_netns_path(id);
     int rc = chain_del(cfg, id, netns, host_port, known, err);
     struct sl_error e = SL_ERROR_INIT;
-    if (netns_remove(netns, &e) < 0 && rc == 0) {
-        *err = e;
-        rc = -1;
-    }
-    if (net_pin(cfg, &e) < 0 && rc == 0) { /* its port's chain goes */
-        *err = e;
-        rc = -1;
-    }
+    sl_error_gather(err, &rc, netns_remove(netns, &e), &e);
+    sl_error_gather(err, &rc, net_pin(cfg, &e), &e); /* its port's chain goes */
     if (rc < 0)
         sl_error_prefix(err, "detach network of '%s'", id);
     return rc;

@@ -2,14 +2,17 @@
 #include "fsutil.h"
 #include "../lib/buf.h"
 #include "../lib/cleanup.h"
+#include "../lib/file.h"
 #include "../lib/log.h"
 #include "../lib/timefmt.h"
 #include "../lib/xalloc.h"
+#include "../lib/timeconst.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -211,7 +214,7 @@ static const char config_tail[] =
 
 char *proxy_config(const struct proxy_settings *s, const struct proxy_route *routes, size_t n)
 {
-    struct sl_buf b;
+    cleanup_buf struct sl_buf b = SL_BUF_INIT;
     const char *auth = s->auth_url;
 
     if (!dir_valid(s->dir) || !proxy_listen_valid(s->listen) || !proxy_auth_url_valid(auth) ||
@@ -220,7 +223,6 @@ char *proxy_config(const struct proxy_settings *s, const struct proxy_route *rou
     size_t auth_len = strlen(auth);
     while (auth_len > 0 && auth[auth_len - 1] == '/')
         auth_len--;
-    sl_buf_init(&b);
     sl_buf_adds(&b, "# Written by suanli-node from its desired state: service ports\n"
                     "# (docs/design/access.md). Edits are overwritten. 0600: the node's token.\n");
     if (s->drop_privileges)
@@ -330,11 +332,11 @@ static bool alive(struct proxy *p)
  * name. */
 static void kill_orphans(pid_t group)
 {
-    DIR *d = group > 1 ? opendir("/proc") : NULL;
+    cleanup_dir DIR *d = group > 1 ? opendir("/proc") : NULL;
     struct dirent *e;
 
     while (d && (e = readdir(d))) {
-        char path[64], stat[512], comm[64];
+        char path[sizeof("/proc//stat") + NAME_MAX], stat[512], comm[64];
         int pid, ppid, pgrp;
         char state;
         if (e->d_name[0] < '1' || e->d_name[0] > '9')
@@ -349,8 +351,6 @@ static void kill_orphans(pid_t group)
             kill(pid, SIGKILL);
         }
     }
-    if (d)
-        closedir(d);
 }
 
 static int start(struct proxy *p, struct sl_error *err)
@@ -393,7 +393,11 @@ static int start(struct proxy *p, struct sl_error *err)
     return 0;
 }
 
-int proxy_sync(struct proxy *p, const struct proxy_route *routes, size_t n, struct sl_error *err)
+/* Makes nginx run with the configuration for routes: adopts a running
+ * master (the pid file, checked against /proc), writes the configuration
+ * and reloads when it changed, starts nginx when it is not running. */
+static int proxy_sync(struct proxy *p, const struct proxy_route *routes, size_t n,
+                      struct sl_error *err)
 {
     cleanup_free char *text = proxy_config(&p->s, routes, n);
     if (!text)
@@ -409,7 +413,7 @@ int proxy_sync(struct proxy *p, const struct proxy_route *routes, size_t n, stru
         cleanup_free char *tmp = path_in(p, "tmp");
         cleanup_free char *conf = path_in(p, "nginx.conf");
         if (fs_mkdir_p(tmp, 0700, err) < 0 ||
-            fs_write_file(conf, text, strlen(text), 0600, err) < 0) {
+            sl_file_write(conf, text, strlen(text), 0600, 0, err) < 0) {
             sl_error_prefix(err, "configure nginx");
             return -1;
         }
@@ -440,7 +444,7 @@ void proxy_stop(struct proxy *p)
                 if (p->child)
                     waitpid(p->pid, NULL, 0);
             }
-            usleep(10000);
+            usleep(10 * SL_USEC_PER_MSEC);
         }
         log_info("proxy: stopped nginx");
     }

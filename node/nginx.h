@@ -70,11 +70,6 @@ bool proxy_auth_url_valid(const char *s);
  * controls). */
 char *proxy_config(const struct proxy_settings *s, const struct proxy_route *routes, size_t n);
 
-/* Makes nginx run with the configuration for routes: adopts a running
- * master (the pid file, checked against /proc), writes the configuration
- * and reloads when it changed, starts nginx when it is not running. */
-int proxy_sync(struct proxy *p, const struct proxy_route *routes, size_t n, struct sl_error *err);
-
 /* proxy_sync for a desired state's instances ([{id, desired, ports:
  * [{port}]}]): a route for every port of every instance that should run
  * and has an address on the bridge. */

@@ -6,6 +6,7 @@
 #include "seccomp.h"
 #include "../lib/buf.h"
 #include "../lib/cleanup.h"
+#include "../lib/file.h"
 #include "../lib/json.h"
 #include "../lib/xalloc.h"
 
@@ -140,15 +141,13 @@ static json_t *namespaces(const struct oci_params *p)
 
 static json_t *process(const struct oci_params *p)
 {
-    struct sl_buf gpus;
-    sl_buf_init(&gpus);
+    cleanup_buf struct sl_buf gpus = SL_BUF_INIT;
     for (size_t i = 0; i < p->n_gpus; i++)
         sl_buf_addf(&gpus, "%s%u", i ? "," : "", p->gpus[i]);
     cleanup_free char *nvidia =
         xasprintf("NVIDIA_VISIBLE_DEVICES=%s", p->n_gpus ? gpus.data : "void");
     cleanup_free char *cuda = xasprintf("CUDA_VISIBLE_DEVICES=%s", gpus.data);
     cleanup_free char *instance = xasprintf("SUANLI_INSTANCE_ID=%s", p->id);
-    sl_buf_release(&gpus);
 
     /* Without CAP_SYS_RESOURCE the container cannot go past the hard limit
      * the node itself runs with, so that is what it gets (at most 2^20). */
@@ -213,5 +212,5 @@ int oci_write_config(const char *bundle_dir, const struct oci_params *p, struct 
     if (!text)
         return sl_fail(err, SL_E_INTERNAL, "internal", "BUG: unable to encode config.json");
     cleanup_free char *path = xasprintf("%s/config.json", bundle_dir);
-    return fs_write_file(path, text, strlen(text), 0600, err);
+    return sl_file_write(path, text, strlen(text), 0600, 0, err);
 }

@@ -51,8 +51,7 @@ int rootfs_mount(const char *const *lowers, size_t n_lowers, const char *upper, 
                        target, fstype);
     }
 
-    struct sl_buf opts;
-    sl_buf_init(&opts);
+    cleanup_buf struct sl_buf opts = SL_BUF_INIT;
     sl_buf_adds(&opts, "lowerdir=");
     for (size_t i = 0; i < n_lowers; i++)
         sl_buf_addf(&opts, "%s%s", i ? ":" : "", lowers[i]);
@@ -67,7 +66,6 @@ int rootfs_mount(const char *const *lowers, size_t n_lowers, const char *upper, 
                      target);
     else if (mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, opts.data) < 0)
         rc = sl_fail_errno(err, "unable to mount overlay at '%s'", target);
-    sl_buf_release(&opts);
     return rc;
 }
 
@@ -90,10 +88,10 @@ const char *const rootfs_etc_files[3] = { "hosts", "hostname", "resolv.conf" };
 /* The host's resolvers, less loopback ones, which mean nothing inside. */
 static char *resolv_conf(void)
 {
-    struct sl_error ignored = SL_ERROR_INIT;
-    cleanup_free char *host = fs_read_file("/etc/resolv.conf", 64 * 1024, NULL, &ignored);
-    struct sl_buf out;
-    sl_buf_init(&out);
+    struct sl_error e = SL_ERROR_INIT;
+    cleanup_free char *host = fs_read_file("/etc/resolv.conf", 64 * 1024, NULL, &e);
+    sl_error_warn(host ? 0 : -1, &e, "instances get no name servers");
+    cleanup_buf struct sl_buf out = SL_BUF_INIT;
     sl_buf_adds(&out, "# written by suanli-node from the host's resolv.conf\n");
     char *save = NULL;
     for (char *line = host ? strtok_r(host, "\n", &save) : NULL; line;

@@ -51,11 +51,12 @@ static int oci_run(const struct runtime *rt, const char *id, const char *bundle_
     /* Detached without a terminal, the container inherits runc's stdio: a
      * pipe would never reach end-of-file while sshd lives, hence a file. */
     struct sl_subprocess sp = { .argv = argv, .log_path = log_path };
-    if (sl_subprocess_check(&sp, err) == 0)
+    int rc = sl_subprocess_check(&sp, err);
+    if (rc == 0)
         return 0;
     sl_error_prefix(err, "run container '%s'", id);
-    struct sl_error ignored = SL_ERROR_INIT;
-    oci_delete(rt, id, &ignored);
+    struct sl_error e = SL_ERROR_INIT;
+    sl_error_gather(err, &rc, oci_delete(rt, id, &e), &e);
     return -1;
 }
 
@@ -72,9 +73,8 @@ static int oci_state(const struct runtime *rt, const char *id, struct runtime_st
                      struct sl_error *err)
 {
     *st = (struct runtime_state){ .status = RUNTIME_ABSENT };
-    struct sl_buf out, errout;
-    sl_buf_init(&out);
-    sl_buf_init(&errout);
+    cleanup_buf struct sl_buf out = SL_BUF_INIT;
+    cleanup_buf struct sl_buf errout = SL_BUF_INIT;
     const char *argv[] = { rt->binary, "--root", rt->root, "state", id, NULL };
     struct sl_subprocess sp = { .argv = argv, .out = &out, .err = &errout };
     int rc = sl_subprocess_run(&sp, err);
@@ -84,14 +84,10 @@ static int oci_state(const struct runtime *rt, const char *id, struct runtime_st
         if (rc > 0 && !absent)
             sl_fail(err, SL_E_INTERNAL, "runtime_failed", "%s state '%s': %.300s", rt->ops->name,
                     id, errout.data);
-        sl_buf_release(&out);
-        sl_buf_release(&errout);
         return absent ? 0 : -1;
     }
     json_error_t jerr;
     cleanup_json json_t *obj = json_loadb(out.data, out.len, 0, &jerr);
-    sl_buf_release(&out);
-    sl_buf_release(&errout);
     if (!obj)
         return sl_fail(err, SL_E_INTERNAL, "runtime_failed", "%s state '%s': bad JSON: %s",
                        rt->ops->name, id, jerr.text);
@@ -116,8 +112,7 @@ static int oci_kill(const struct runtime *rt, const char *id, int sig, bool all,
         rt->binary,           "--root", rt->root, "kill", all ? "--all" : id, all ? id : signame,
         all ? signame : NULL, NULL
     };
-    struct sl_buf errout;
-    sl_buf_init(&errout);
+    cleanup_buf struct sl_buf errout = SL_BUF_INIT;
     struct sl_subprocess sp = { .argv = argv, .err = &errout };
     int rc = sl_subprocess_run(&sp, err);
     if (rc > 0) {
@@ -132,7 +127,6 @@ static int oci_kill(const struct runtime *rt, const char *id, int sig, bool all,
             sl_fail(err, SL_E_INTERNAL, "runtime_failed", "%s kill '%s': %.300s", rt->ops->name, id,
                     errout.data);
     }
-    sl_buf_release(&errout);
     return rc == 0 ? 0 : -1;
 }
 

@@ -4,6 +4,7 @@
 #include "runtime.h"
 
 #include "../lib/cleanup.h"
+#include "../lib/timeconst.h"
 
 #include <signal.h>
 #include <string.h>
@@ -74,7 +75,7 @@ static long now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+    return ts.tv_sec * SL_MSEC_PER_SEC + ts.tv_nsec / SL_NSEC_PER_MSEC;
 }
 
 static int wait_stopped(const struct runtime *rt, const char *id, int timeout_ms,
@@ -89,7 +90,7 @@ static int wait_stopped(const struct runtime *rt, const char *id, int timeout_ms
             return 1;
         if (now_ms() >= deadline)
             return 0;
-        struct timespec ts = { .tv_nsec = 20 * 1000000L };
+        struct timespec ts = { .tv_nsec = 20L * SL_NSEC_PER_MSEC };
         nanosleep(&ts, NULL);
     }
 }
@@ -102,14 +103,14 @@ int runtime_stop(const struct runtime *rt, const char *id, int grace_ms, struct 
     if (st.status == RUNTIME_ABSENT)
         return 0;
     if (st.status == RUNTIME_RUNNING) {
-        struct sl_error ignored = SL_ERROR_INIT;
-        /* It may exit between state and kill: not an error. */
-        rt->ops->kill(rt, id, SIGTERM, false, &ignored);
+        struct sl_error e = SL_ERROR_INIT;
+        /* It may exit between state and kill: not an error, only logged. */
+        sl_error_warn(rt->ops->kill(rt, id, SIGTERM, false, &e), &e, "stop container");
         int stopped = wait_stopped(rt, id, grace_ms, err);
         if (stopped < 0)
             return -1;
         if (!stopped) {
-            rt->ops->kill(rt, id, SIGKILL, true, &ignored);
+            sl_error_warn(rt->ops->kill(rt, id, SIGKILL, true, &e), &e, "kill container");
             if (wait_stopped(rt, id, 5000, err) < 0)
                 return -1;
         }

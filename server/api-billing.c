@@ -5,9 +5,13 @@
 #include "routes.h"
 
 #include "../lib/cleanup.h"
+#include "../lib/log.h"
+#include "../lib/money.h"
 #include "../lib/timefmt.h"
 #include "../lib/xalloc.h"
+#include "../lib/timeconst.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -45,7 +49,7 @@ static void day_label(int64_t day, char *buf)
 {
     char full[SL_TIME_FORMAT_MAX];
 
-    sl_time_format(day * 86400, full);
+    sl_time_format(day * SL_SEC_PER_DAY, full);
     snprintf(buf, 11, "%.10s", full);
 }
 
@@ -101,15 +105,18 @@ int api_bills(struct api_request *req, struct api_response *res, struct sl_error
             }
             json_array_append_new(out, row);
         }
+        int64_t row_amount = json_integer_value(json_object_get(row, "amount_micros"));
+        if (sl_money_add(row_amount, amount, &row_amount, err) < 0 ||
+            sl_money_add(total, amount, &total, err) < 0)
+            return -1;
+        json_object_set_new(row, "amount_micros", json_integer(row_amount));
 #define ADD(field, v)                                                                              \
     json_object_set_new(row, field,                                                                \
                         json_integer(json_integer_value(json_object_get(row, field)) + (v)))
-        ADD("amount_micros", amount);
         ADD("charges", db_int(rows, 3));
         ADD("seconds", db_int(rows, 4));
 #undef ADD
         json_object_set_new(json_object_get(row, "by_kind"), item, json_integer(amount));
-        total += amount;
     }
     if (rc < 0)
         return -1;
@@ -159,7 +166,7 @@ int api_bill_charges(struct api_request *req, struct api_response *res, struct s
             strncmp(sl_time_format(from, again), day, 10) != 0)
             return sl_fail(err, SL_E_INVALID, "invalid_parameter",
                            "day must be YYYY-MM-DD, such as 2026-11-30 (not '%s')", day);
-        to = from + 86400;
+        to = from + SL_SEC_PER_DAY;
     }
     cleanup_rows struct db_rows *rows = store_query(
         req->srv->store,
@@ -201,14 +208,19 @@ int api_events(struct api_request *req, struct api_response *res, struct sl_erro
 
 static json_t *meter_json(struct db_rows *rows, void *ctx)
 {
+    struct sl_error err = SL_ERROR_INIT;
+    int64_t rate = 0;
+
     (void)ctx;
+    /* cannot fail: a meter's period is an hour or a day, its amount >= 0 */
+    if (sl_money_per_hour(db_int(rows, 4), db_int(rows, 5), &rate, &err) < 0)
+        log_error("meter %" PRId64 ": %s", db_int(rows, 0), err.message);
     return json_pack("{s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:I, s:I}", "seq",
                      (json_int_t)db_int(rows, 0), "kind", db_text(rows, 1), "quantity",
                      (json_int_t)db_int(rows, 2), "unit_price_micros", (json_int_t)db_int(rows, 3),
                      "amount_micros", (json_int_t)db_int(rows, 4), "period_seconds",
-                     (json_int_t)db_int(rows, 5), "rate_per_hour_micros",
-                     (json_int_t)(db_int(rows, 4) * 3600 / db_int(rows, 5)), "started_at",
-                     api_time(db_int(rows, 6)), "ended_at",
+                     (json_int_t)db_int(rows, 5), "rate_per_hour_micros", (json_int_t)rate,
+                     "started_at", api_time(db_int(rows, 6)), "ended_at",
                      db_null(rows, 7) ? json_null() : api_time(db_int(rows, 7)), "settled_until",
                      api_time(db_int(rows, 8)), "charged_micros", (json_int_t)db_int(rows, 9),
                      "settlements", (json_int_t)db_int(rows, 10));

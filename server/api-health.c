@@ -33,9 +33,8 @@ static int gauge(struct sl_buf *out, struct store *st, const char *name, const c
 int api_metrics(struct api_request *req, struct api_response *res, struct sl_error *err)
 {
     struct store *st = req->srv->store;
-    struct sl_buf out;
+    cleanup_buf struct sl_buf out = SL_BUF_INIT;
 
-    sl_buf_init(&out);
     metrics_render_http(&out);
     if (gauge(&out, st, "suanli_users", "Registered users.", "SELECT COUNT(*) FROM users", err) <
             0 ||
@@ -43,7 +42,6 @@ int api_metrics(struct api_request *req, struct api_response *res, struct sl_err
               "SELECT COUNT(*) FROM ledger_txns", err) < 0 ||
         gauge(&out, st, "suanli_verifications_pending", "Verification requests waiting.",
               "SELECT COUNT(*) FROM verifications WHERE state = 'pending'", err) < 0) {
-        sl_buf_release(&out);
         return -1;
     }
     sl_buf_addf(&out,

@@ -4,9 +4,12 @@
 #include "routes.h"
 
 #include "../lib/cleanup.h"
+#include "../lib/file.h"
+#include "../lib/log.h"
 #include "../lib/timefmt.h"
 #include "../lib/xalloc.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -127,6 +130,8 @@ static bool is_hex64(const char *s)
     return n == 64;
 }
 
+/* Makes a rename in dir last: some file systems cannot sync a directory, and
+ * there is nothing more to do on those. */
 /* PUT /v1/admin/images/{name}/archive: the body is a rootfs tarball, a
  * `docker save` tarball or an OCI layout in a tar (any compression the node
  * reads); it is kept as DATA/uploads/<sha256>.archive and every node of the
@@ -181,10 +186,20 @@ int api_admin_images_upload(struct api_request *req, struct api_response *res, s
                            "image '%s' exists already: import under another name", name);
         return -1;
     }
-    cleanup_free char *kept =
-        xasprintf("%s/uploads/%s.archive", srv->cfg.data_dir, req->upload_sha256);
-    if (rename(req->upload_path, kept) < 0)
-        return sl_fail_errno(err, "unable to keep the archive as '%s'", kept);
+    cleanup_free char *dir = xasprintf("%s/uploads", srv->cfg.data_dir);
+    cleanup_free char *kept = xasprintf("%s/%s.archive", dir, req->upload_sha256);
+    /* On failure the image's row is rolled back; an archive renamed into
+     * place stays, as another image of the same content may use it. */
+    struct sl_error e = SL_ERROR_INIT;
+    int kept_rc = rename(req->upload_path, kept) < 0
+                      ? sl_fail_errno(&e, "unable to rename '%s' to '%s'", req->upload_path, kept)
+                      : sl_file_sync_dir(dir, &e);
+    if (kept_rc < 0) {
+        log_error("upload: unable to keep the archive: %s", e.message);
+        return sl_fail(err, SL_E_STORAGE, "upload_failed",
+                       "the server could not store the archive: its disk may be full; the "
+                       "operator has the details in the log");
+    }
     if (store_exec(srv->store,
                    "UPDATE nodes SET desired_revision = desired_revision + 1"
                    " WHERE ?1 = '' OR region_id = ?1",

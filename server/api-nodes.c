@@ -8,6 +8,7 @@
 #include "../lib/cleanup.h"
 #include "../lib/crypto.h"
 #include "../lib/timefmt.h"
+#include "../lib/timeconst.h"
 
 #include <string.h>
 
@@ -26,7 +27,7 @@ int api_admin_join_tokens_create(struct api_request *req, struct api_response *r
 
     if (api_body_fields(req, fields, ARRAY_SIZE(fields), err) < 0)
         return -1;
-    ttl = hours ? hours * 3600 : req->srv->cfg.join_token_ttl;
+    ttl = hours ? hours * SL_SEC_PER_HOUR : req->srv->cfg.join_token_ttl;
     if (nodes_join_token_create(req->srv, region, ttl, max_uses, req->caller.user_id, id, secret,
                                 err) < 0)
         return -1;

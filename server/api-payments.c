@@ -44,12 +44,10 @@ static int verify_signature(struct api_request *req, struct sl_error *err)
         return sl_fail(err, SL_E_UNAUTHENTICATED, "stale_signature",
                        "the signature's timestamp is too far from now: sign each delivery anew "
                        "and check the gateway's clock");
-    struct sl_buf signed_part;
-    sl_buf_init(&signed_part);
+    cleanup_buf struct sl_buf signed_part = SL_BUF_INIT;
     sl_buf_addf(&signed_part, "%s.", ts);
     sl_buf_add(&signed_part, req->body, req->body_len);
     sl_hmac_sha256_hex(secret, strlen(secret), signed_part.data, signed_part.len, expected);
-    sl_buf_release(&signed_part);
     if (strncmp(sig, "v1=", 3) != 0 || !sl_secret_equal(sig + 3, expected))
         return sl_fail(err, SL_E_UNAUTHENTICATED, "bad_signature",
                        "the webhook signature does not match: check the shared secret");

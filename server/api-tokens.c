@@ -5,6 +5,7 @@
 #include "../lib/cleanup.h"
 #include "../lib/crypto.h"
 #include "../lib/timefmt.h"
+#include "../lib/timeconst.h"
 
 #include <inttypes.h>
 #include <string.h>
@@ -59,7 +60,7 @@ int api_tokens_create(struct api_request *req, struct api_response *res, struct 
                        "(suanli token rm ID)",
                        count);
     if (days)
-        expires = sl_time_now() + days * 86400;
+        expires = sl_time_now() + days * SL_SEC_PER_DAY;
     if (auth_token_create(req->srv->store, req->caller.user_id, "api", name, expires, secret, id,
                           err) < 0)
         return -1;

@@ -112,7 +112,8 @@ int api_page_params(struct api_request *req, int64_t *limit, int64_t *after, str
     return 0;
 }
 
-json_t *api_page(json_t *items, int64_t limit, int64_t last_seq)
+/* {"items": items, "next_cursor": next or null}; takes items. */
+static json_t *api_page(json_t *items, int64_t limit, int64_t last_seq)
 {
     json_t *next =
         json_array_size(items) == (size_t)limit ? json_sprintf("%" PRId64, last_seq) : json_null();

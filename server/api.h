@@ -140,8 +140,6 @@ const char *api_header(struct api_request *req, const char *name);
 /* Pagination: ?limit=N&cursor=C, where the cursor is an opaque integer.
  * Fills limit (default 50) and after (0 for the first page). */
 int api_page_params(struct api_request *req, int64_t *limit, int64_t *after, struct sl_error *err);
-/* {"items": items, "next_cursor": next or null}; takes items. */
-json_t *api_page(json_t *items, int64_t limit, int64_t last_seq);
 
 /* Steps rows whose column 0 is the keyset position (a sequence), turns
  * each row into an item with row_json, and replies 200 with the page. */

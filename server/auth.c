@@ -4,6 +4,7 @@
 #include "../lib/crypto.h"
 #include "../lib/netaddr.h"
 #include "../lib/timefmt.h"
+#include "../lib/timeconst.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -63,7 +64,7 @@ int auth_authenticate(struct api_request *req, struct sl_error *err)
             snprintf(c->user_id, sizeof(c->user_id), "%s", db_text(rows, 4));
             c->admin = strcmp(db_text(rows, 5), "admin") == 0;
             /* a write per request would serialise readers: once a minute is enough */
-            if (now - last_used >= 60) {
+            if (now - last_used >= SL_SEC_PER_MIN) {
                 db_rows_free(TAKE_PTR(rows));
                 store_exec(st, "UPDATE tokens SET last_used_at = ?2 WHERE id = ?1",
                            DB_ARGS(DB_TEXT(c->token_id), DB_INT(now)), NULL);

@@ -9,14 +9,15 @@
 #include "catalog.h"
 #include "instances.h"
 #include "ledger.h"
+#include "../lib/timeconst.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define HOUR 3600
-#define DAY  86400
+#define HOUR SL_SEC_PER_HOUR
+#define DAY  SL_SEC_PER_DAY
 
 /* Meters settled per store transaction in a pass: large enough that the
  * commit's fsync is amortised, small enough that API writers wait at most a
@@ -164,10 +165,11 @@ static int settle_to(struct store *st, struct batch *b, struct meter *m, int64_t
     if (m->ended >= 0 && to > m->ended)
         to = m->ended;
     while (u < to) {
-        int64_t step = min64(to, next_midnight(u)), charged;
-        if (sl_money_prorate(m->amount, step - m->started, m->period, &charged, err) < 0)
+        int64_t step = min64(to, next_midnight(u)), charged, owed;
+        if (sl_money_prorate(m->amount, step - m->started, m->period, &charged, err) < 0 ||
+            sl_money_sub(charged, c, &owed, err) < 0)
             return -1;
-        if (charged > c && charge(st, b, m, ++n, u, step, charged - c, err) < 0)
+        if (owed > 0 && charge(st, b, m, ++n, u, step, owed, err) < 0)
             return -1;
         u = step;
         c = charged;
@@ -463,31 +465,53 @@ int billing_settle(struct server *srv, struct billing_stats *stats, struct sl_er
     return 0;
 }
 
+/* The rates per hour of the meters sql lists (amount_micros, period_s for
+ * the id ?1), summed: the arithmetic is lib/money's, not SQL's. */
+static int sum_per_hour(struct store *st, const char *sql, const char *id, int64_t *out,
+                        struct sl_error *err)
+{
+    cleanup_rows struct db_rows *rows = store_query(st, sql, DB_ARGS(DB_TEXT(id)), err);
+    int64_t total = 0, rate;
+    int rc;
+
+    if (!rows)
+        return -1;
+    while ((rc = db_next(rows, err)) == 1)
+        if (sl_money_per_hour(db_int(rows, 0), db_int(rows, 1), &rate, err) < 0 ||
+            sl_money_add(total, rate, &total, err) < 0)
+            return -1;
+    if (rc < 0)
+        return -1;
+    *out = total;
+    return 0;
+}
+
 int billing_spend_per_hour(struct store *st, const char *user_id, int64_t *spend,
                            struct sl_error *err)
 {
-    return store_get_int(st,
-                         "SELECT COALESCE(SUM(amount_micros * 3600 / period_s), 0) FROM meters"
-                         " WHERE user_id = ?1 AND ended_at IS NULL",
-                         DB_ARGS(DB_TEXT(user_id)), spend, err) < 0
-               ? -1
-               : 0;
+    return sum_per_hour(st,
+                        "SELECT amount_micros, period_s FROM meters"
+                        " WHERE user_id = ?1 AND ended_at IS NULL",
+                        user_id, spend, err);
 }
 
 int billing_instance_charged(struct store *st, const char *instance_id, int64_t *charged,
                              int64_t *rate_per_hour, struct sl_error *err)
 {
+    int64_t metered, unmetered;
+
     /* the meters' charges plus plans and refunds (charges without a meter) */
     if (store_get_int(st,
-                      "SELECT (SELECT COALESCE(SUM(charged_micros), 0) FROM meters"
-                      "  WHERE instance_id = ?1) + (SELECT COALESCE(SUM(amount_micros), 0)"
-                      "  FROM charges WHERE instance_id = ?1 AND meter_seq IS NULL)",
-                      DB_ARGS(DB_TEXT(instance_id)), charged, err) < 0)
+                      "SELECT COALESCE(SUM(charged_micros), 0) FROM meters WHERE instance_id = ?1",
+                      DB_ARGS(DB_TEXT(instance_id)), &metered, err) < 0 ||
+        store_get_int(st,
+                      "SELECT COALESCE(SUM(amount_micros), 0) FROM charges"
+                      " WHERE instance_id = ?1 AND meter_seq IS NULL",
+                      DB_ARGS(DB_TEXT(instance_id)), &unmetered, err) < 0 ||
+        sl_money_add(metered, unmetered, charged, err) < 0)
         return -1;
-    return store_get_int(st,
-                         "SELECT COALESCE(SUM(amount_micros * 3600 / period_s), 0) FROM meters"
-                         " WHERE instance_id = ?1 AND ended_at IS NULL",
-                         DB_ARGS(DB_TEXT(instance_id)), rate_per_hour, err) < 0
-               ? -1
-               : 0;
+    return sum_per_hour(st,
+                        "SELECT amount_micros, period_s FROM meters"
+                        " WHERE instance_id = ?1 AND ended_at IS NULL",
+                        instance_id, rate_per_hour, err);
 }

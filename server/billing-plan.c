@@ -13,6 +13,7 @@
 #include "catalog.h"
 #include "instances.h"
 #include "ledger.h"
+#include "../lib/timeconst.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -22,9 +23,9 @@ static const struct {
     const char *name;
     int64_t seconds;
 } plans[] = {
-    { "day", 86400 },
-    { "week", 7 * 86400 },
-    { "month", 30 * 86400 },
+    { "day", SL_SEC_PER_DAY },
+    { "week", 7 * SL_SEC_PER_DAY },
+    { "month", 30 * SL_SEC_PER_DAY },
 };
 
 int billing_plan_period(const char *plan, int64_t *seconds, struct sl_error *err)
@@ -113,22 +114,12 @@ static int price_of(struct server *srv, const struct plan_row *p, const char *pl
         return -1;
     if (which == 0)
         return sl_fail(err, SL_E_INTERNAL, NULL, "BUG: pay-as-you-go has no price");
-    if (payg_rate(srv, p, &rate, err) < 0 || sl_money_mul(rate, period / 3600, &total, err) < 0)
+    if (payg_rate(srv, p, &rate, err) < 0 || sl_money_charged(rate, period, &total, err) < 0)
         return -1;
     if (rate_out)
         *rate_out = rate;
     /* percent of the full price, rounded down: the discount never costs */
-    return sl_money_prorate(total, srv->cfg.plan_percent[which - 1], 100, price, err);
-}
-
-int billing_plan_price(struct server *srv, const char *instance_id, const char *plan,
-                       int64_t *price, struct sl_error *err)
-{
-    struct plan_row p;
-
-    return plan_load(srv->store, instance_id, &p, err) < 0
-               ? -1
-               : price_of(srv, &p, plan, price, NULL, err);
+    return sl_money_percent(total, srv->cfg.plan_percent[which - 1], price, err);
 }
 
 static int charge_row(struct store *st, const char *txn_id, const struct plan_row *p,
@@ -153,19 +144,23 @@ static int buy(struct server *srv, const char *id, struct plan_row *p, const cha
     struct store *st = srv->store;
     char account[LEDGER_ACCOUNT_MAX], key[96], txn_id[SL_ID_MAX], memo[96];
     char need[SL_MONEY_FORMAT_MAX], have[SL_MONEY_FORMAT_MAX], missing[SL_MONEY_FORMAT_MAX];
-    int64_t period, price, rate, balance;
+    int64_t period, price, rate = 0, balance;
     bool existed;
 
     if (billing_plan_period(plan, &period, err) < 0 ||
         price_of(srv, p, plan, &price, &rate, err) < 0 ||
         ledger_balance(st, ledger_user_account(account, p->user_id), &balance, err) < 0)
         return -1;
-    if (balance < price)
+    if (balance < price) {
+        int64_t short_by;
+        if (sl_money_sub(price, balance, &short_by, err) < 0)
+            return -1;
         return sl_fail(err, SL_E_CONFLICT, "insufficient_balance",
                        "a %s plan costs %s up front; the balance is %s: top up at least %s or "
                        "stay pay-as-you-go",
                        plan, sl_money_format(price, need), sl_money_format(balance, have),
-                       sl_money_format(price - balance, missing));
+                       sl_money_format(short_by, missing));
+    }
     snprintf(key, sizeof(key), "plan:%s:%" PRId64, id, p->seq + 1);
     snprintf(memo, sizeof(memo), "%s plan %s", plan, id);
     if (ledger_open_account(st, BILLING_REVENUE_ACCOUNT, NULL, err) < 0)
@@ -227,15 +222,14 @@ static int refund_of(struct server *srv, const struct plan_row *p, int64_t now, 
         return -1;
     if (sl_money_charged(*rate, *used, &consumed, err) < 0)
         return -1;
-    *refund = consumed >= p->price ? 0 : p->price - consumed;
-    return 0;
+    return sl_money_unused(p->price, consumed, refund, err);
 }
 
 int billing_plan_end(struct server *srv, const char *id, const char *reason, struct sl_error *err)
 {
     struct store *st = srv->store;
     struct plan_row p;
-    int64_t now = sl_time_now(), refund, used, rate;
+    int64_t now = sl_time_now(), refund, used, rate, kept_amount;
     char account[LEDGER_ACCOUNT_MAX], key[96], txn_id[SL_ID_MAX], memo[96];
     bool existed;
 
@@ -243,7 +237,8 @@ int billing_plan_end(struct server *srv, const char *id, const char *reason, str
         return -1;
     if (strcmp(p.plan, "payg") == 0)
         return 0;
-    if (refund_of(srv, &p, now, &used, &rate, &refund, err) < 0)
+    if (refund_of(srv, &p, now, &used, &rate, &refund, err) < 0 ||
+        sl_money_sub(p.price, refund, &kept_amount, err) < 0)
         return -1;
     if (refund > 0) {
         snprintf(key, sizeof(key), "plan_refund:%s:%" PRId64, id, p.seq);
@@ -272,7 +267,7 @@ int billing_plan_end(struct server *srv, const char *id, const char *reason, str
         message = xasprintf("%s plan ended after %s: %s for that time at the pay-as-you-go rate "
                             "(%s/h), %s of the %s paid refunded; pay-as-you-go from now",
                             p.plan, sl_duration_format(used, took),
-                            sl_money_format(p.price - refund, kept), sl_money_format(rate, hourly),
+                            sl_money_format(kept_amount, kept), sl_money_format(rate, hourly),
                             sl_money_format(refund, back), sl_money_format(p.price, paid));
     else if (used > 0)
         message = xasprintf("%s plan ended after %s: that time at the pay-as-you-go rate (%s/h) "

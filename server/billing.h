@@ -72,9 +72,6 @@ int billing_run(struct server *srv, struct billing_stats *stats, struct sl_error
 
 /* Plans: "payg", "day", "week", "month". */
 int billing_plan_period(const char *plan, int64_t *seconds, struct sl_error *err);
-/* The up-front price of plan for the instance at today's rates. */
-int billing_plan_price(struct server *srv, const char *instance_id, const char *plan,
-                       int64_t *price, struct sl_error *err);
 /* Moves the instance to plan: buys it (charged now, GPUs kept reserved),
  * refunds the unused part of the current one when leaving it, or only
  * changes auto_renew (-1 keeps it) when the plan is the same. */
@@ -96,10 +93,6 @@ int billing_spend_per_hour(struct store *st, const char *user_id, int64_t *spend
 /* All the instance has been charged (meters, plans, refunds). */
 int billing_instance_charged(struct store *st, const char *instance_id, int64_t *charged,
                              int64_t *rate_per_hour, struct sl_error *err);
-
-/* A user's event, not tied to one instance (instance_id ''). */
-int billing_user_event(struct store *st, const char *user_id, const char *kind, const char *reason,
-                       const char *message, struct sl_error *err);
 
 struct billing_check {
     int64_t meters;

@@ -4,6 +4,7 @@
 
 #include "../lib/cleanup.h"
 #include "../lib/crypto.h"
+#include "../lib/file.h"
 #include "../lib/id.h"
 #include "../lib/log.h"
 #include "../lib/xalloc.h"
@@ -15,17 +16,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static int write_secret_file(const char *path, const void *data, size_t len, struct sl_error *err)
-{
-    cleanup_close int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-
-    if (fd < 0)
-        return sl_fail_errno(err, "unable to create '%s'", path);
-    if (write(fd, data, len) != (ssize_t)len || fsync(fd) < 0)
-        return sl_fail_errno(err, "unable to write '%s'", path);
-    return 0;
-}
-
 int bootstrap_secrets(struct server *srv, struct sl_error *err)
 {
     cleanup_free char *path = xasprintf("%s/secret.key", srv->cfg.data_dir);
@@ -36,7 +26,8 @@ int bootstrap_secrets(struct server *srv, struct sl_error *err)
             return sl_fail_errno(err, "unable to open '%s'", path);
         randombytes_buf(srv->id_hash_key, sizeof(srv->id_hash_key));
         secrets_init(srv);
-        return write_secret_file(path, srv->id_hash_key, sizeof(srv->id_hash_key), err);
+        return sl_file_write(path, srv->id_hash_key, sizeof(srv->id_hash_key), 0600,
+                             SL_FILE_EXCLUSIVE, err);
     }
     if (read(fd, srv->id_hash_key, sizeof(srv->id_hash_key)) != (ssize_t)sizeof(srv->id_hash_key))
         return sl_fail(err, SL_E_INTERNAL, "bad_secret",
@@ -45,10 +36,11 @@ int bootstrap_secrets(struct server *srv, struct sl_error *err)
     return 0;
 }
 
-int bootstrap_admin(struct server *srv, struct sl_error *err)
+int bootstrap_admin(struct server *srv, char password[static BOOTSTRAP_PASSWORD_MAX],
+                    struct sl_error *err)
 {
     int64_t users = 0;
-    char password[33], id[SL_ID_MAX];
+    char id[SL_ID_MAX];
 
     if (store_get_int(srv->store, "SELECT COUNT(*) FROM users", DB_NO_ARGS, &users, err) < 0)
         return -1;
@@ -61,12 +53,8 @@ int bootstrap_admin(struct server *srv, struct sl_error *err)
     cleanup_free char *path = xasprintf("%s/admin-password", srv->cfg.data_dir);
     cleanup_free char *line = xasprintf("%s\n", password);
     unlink(path);
-    if (write_secret_file(path, line, strlen(line), err) < 0)
+    if (sl_file_write(path, line, strlen(line), 0600, SL_FILE_EXCLUSIVE, err) < 0)
         return -1;
-    printf("suanlid: created the admin account admin@localhost\n"
-           "suanlid: its password, shown once (also in %s): %s\n",
-           path, password);
-    fflush(stdout);
     log_info("bootstrap: created admin@localhost (%s)", id);
-    return 0;
+    return 1;
 }

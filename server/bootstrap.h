@@ -7,8 +7,12 @@
 /* Loads DATA_DIR/secret.key, creating it (0600) on first start. */
 int bootstrap_secrets(struct server *srv, struct sl_error *err);
 
+#define BOOTSTRAP_PASSWORD_MAX 33
+
 /* With no user in the store, creates admin@localhost with a random password,
- * prints it once on stdout and writes DATA_DIR/admin-password (0600). */
-int bootstrap_admin(struct server *srv, struct sl_error *err);
+ * writes it to DATA_DIR/admin-password (0600) and into password, for the
+ * caller to show once, and returns 1; 0 when there are users already. */
+int bootstrap_admin(struct server *srv, char password[static BOOTSTRAP_PASSWORD_MAX],
+                    struct sl_error *err);
 
 #endif

@@ -8,6 +8,7 @@
 #include "../lib/netaddr.h"
 #include "../lib/timefmt.h"
 #include "../lib/xalloc.h"
+#include "../lib/timeconst.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -25,7 +26,6 @@
 struct http_server {
     struct MHD_Daemon *daemon;
     struct server *srv;
-    int port;
     struct sl_net_list trusted; /* http.trusted_proxies */
     struct sl_conn_guard *guard;
 };
@@ -188,6 +188,15 @@ static enum MHD_Result send_error(struct MHD_Connection *conn, int status, const
     return ret;
 }
 
+/* The answer to an upload the server could not store (the details are in
+ * the log); on_completed removes what was written of it. */
+static enum MHD_Result upload_failed(struct MHD_Connection *conn)
+{
+    return send_error(conn, 507, "upload_failed",
+                      "the server could not store the archive: its disk may be full; the "
+                      "operator has the details in the log");
+}
+
 /* An upload route: only an admin may send (checked before a byte of the
  * body is read), and the body is written to DATA/uploads/.upload-XXXXXX. */
 static enum MHD_Result start_upload(struct http_server *h, struct MHD_Connection *conn,
@@ -219,16 +228,17 @@ static enum MHD_Result start_upload(struct http_server *h, struct MHD_Connection
                           "the archive is over images.max_upload_bytes");
     }
     cleanup_free char *dir = xasprintf("%s/uploads", h->srv->cfg.data_dir);
-    mkdir(dir, 0700);
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+        log_error("upload: unable to create '%s': %s", dir, strerror(errno));
+        return upload_failed(conn);
+    }
     cs->upload_path = xasprintf("%s/.upload-XXXXXX", dir);
     cs->upload_fd = mkostemp(cs->upload_path, O_CLOEXEC);
     if (cs->upload_fd < 0) {
         log_error("upload: unable to create a file in '%s': %s", dir, strerror(errno));
         free(cs->upload_path);
         cs->upload_path = NULL;
-        return send_error(conn, 507, "upload_failed",
-                          "the server could not store the archive; the operator has the "
-                          "details in the log");
+        return upload_failed(conn);
     }
     crypto_hash_sha256_init(&cs->sha);
     return MHD_YES;
@@ -299,12 +309,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_data_size = 0;
         return MHD_YES;
     }
+    if (cs->upload_fd >= 0 && !cs->upload_failed && fsync(cs->upload_fd) < 0) {
+        log_error("upload: unable to sync '%s': %s", cs->upload_path, strerror(errno));
+        cs->upload_failed = true;
+    }
+    if (cs->upload_failed && cs->too_large)
+        return send_error(conn, 413, "body_too_large",
+                          "the archive is over images.max_upload_bytes");
     if (cs->upload_failed)
-        return send_error(conn, cs->too_large ? 413 : 507,
-                          cs->too_large ? "body_too_large" : "upload_failed",
-                          cs->too_large ? "the archive is over images.max_upload_bytes"
-                                        : "the server could not store the archive: its disk "
-                                          "may be full; the operator has the details in the log");
+        return upload_failed(conn);
     if (cs->too_large) {
         char msg[128];
         snprintf(msg, sizeof(msg), "the request body is over %zu bytes", max);
@@ -328,7 +341,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (cs->upload_fd >= 0) {
         crypto_hash_sha256_final(&cs->sha, digest);
         sodium_bin2hex(req.upload_sha256, sizeof(req.upload_sha256), digest, sizeof(digest));
-        fsync(cs->upload_fd);
         req.upload_path = cs->upload_path;
         req.upload_size = cs->upload_len;
     }
@@ -340,8 +352,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     bool quiet = req.route && (req.route->flags & API_QUIET) && res.status < 400;
     bool proxied = strcmp(client.addr, client.peer) != 0;
     sl_log(quiet ? SL_LOG_DEBUG : SL_LOG_INFO, "http %s %s %d %.1fms ip=%s%s%s user=%s", method,
-           url, res.status, (double)(sl_time_mono_us() - cs->started_us) / 1000.0, client.addr,
-           proxied ? " via=" : "", proxied ? client.peer : "",
+           url, res.status, (double)(sl_time_mono_us() - cs->started_us) / SL_USEC_PER_MSEC,
+           client.addr, proxied ? " via=" : "", proxied ? client.peer : "",
            req.caller.authenticated ? req.caller.user_id
            : req.caller.node_id[0]  ? req.caller.node_id
                                     : "-");
@@ -500,8 +512,6 @@ struct http_server *http_start(struct server *srv, const char *listen, struct sl
                 listen);
         return NULL;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    h->port = di ? di->port : 0;
     return h;
 }
 
@@ -513,9 +523,4 @@ void http_stop(struct http_server *h)
     sl_conn_guard_free(h->guard);
     sl_net_list_release(&h->trusted);
     free(h);
-}
-
-int http_port(const struct http_server *h)
-{
-    return h->port;
 }

@@ -10,7 +10,5 @@ struct http_server;
 /* listen: "HOST:PORT" or "[V6]:PORT". */
 struct http_server *http_start(struct server *srv, const char *listen, struct sl_error *err);
 void http_stop(struct http_server *h);
-/* The port actually bound (useful with port 0). */
-int http_port(const struct http_server *h);
 
 #endif

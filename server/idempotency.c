@@ -32,13 +32,11 @@ static int check_key(const char *key, struct sl_error *err)
 
 static void request_hash(const struct api_request *req, char *hex)
 {
-    struct sl_buf b;
+    cleanup_buf struct sl_buf b = SL_BUF_INIT;
 
-    sl_buf_init(&b);
     sl_buf_addf(&b, "%s %s\n", req->method, req->path);
     sl_buf_add(&b, req->body, req->body_len);
     sl_sha256_hex(b.data, b.len, hex);
-    sl_buf_release(&b);
 }
 
 /* 1 replayed, 0 no stored response, -1 error */

@@ -28,16 +28,14 @@ static json_t *authorized_keys(struct store *st, const char *user_id, struct sl_
     cleanup_rows struct db_rows *rows = store_query(
         st, "SELECT public_key FROM ssh_keys WHERE user_id = ?1 ORDER BY created_at, id",
         DB_ARGS(DB_TEXT(user_id)), err);
-    struct sl_buf b;
+    cleanup_buf struct sl_buf b = SL_BUF_INIT;
     int rc;
 
     if (!rows)
         return NULL;
-    sl_buf_init(&b);
     while ((rc = db_next(rows, err)) == 1)
         sl_buf_addf(&b, "%s\n", db_text(rows, 0));
     json_t *j = rc < 0 ? NULL : json_string(b.data);
-    sl_buf_release(&b);
     return j;
 }
 

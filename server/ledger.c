@@ -3,6 +3,7 @@
 #include "../lib/cleanup.h"
 #include "../lib/money.h"
 #include "../lib/timefmt.h"
+#include "../lib/xalloc.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -132,6 +133,38 @@ int ledger_balance(struct store *st, const char *account, int64_t *balance, stru
     return rc < 0 ? -1 : 0;
 }
 
+/* Entries whose running balance is not the previous entry's of the account
+ * (0 before its first) plus their amount, added by lib/money. */
+static int count_bad_running(struct store *st, int64_t *out, struct sl_error *err)
+{
+    cleanup_rows struct db_rows *rows =
+        store_query(st,
+                    "SELECT account_id, amount_micros, balance_after_micros FROM ledger_entries"
+                    " ORDER BY account_id, seq",
+                    DB_NO_ARGS, err);
+    cleanup_free char *account = NULL;
+    int64_t bad = 0, before = 0, want;
+    int rc;
+
+    if (!rows)
+        return -1;
+    while ((rc = db_next(rows, err)) == 1) {
+        struct sl_error e = SL_ERROR_INIT;
+        if (!account || strcmp(account, db_text(rows, 0)) != 0) {
+            free(account);
+            account = xstrdup(db_text(rows, 0));
+            before = 0;
+        }
+        if (sl_money_add(before, db_int(rows, 1), &want, &e) < 0 || want != db_int(rows, 2))
+            bad++;
+        before = db_int(rows, 2);
+    }
+    if (rc < 0)
+        return -1;
+    *out = bad;
+    return 0;
+}
+
 int ledger_check(struct store *st, struct ledger_check *out, struct sl_error *err)
 {
     memset(out, 0, sizeof(*out));
@@ -148,12 +181,5 @@ int ledger_check(struct store *st, struct ledger_check *out, struct sl_error *er
                       " HAVING SUM(amount_micros) != 0 OR COUNT(*) < 2) t",
                       DB_NO_ARGS, &out->unbalanced_txns, err) < 0)
         return -1;
-    /* each entry's running balance is the previous one's plus its amount */
-    return store_get_int(st,
-                         "SELECT COUNT(*) FROM (SELECT balance_after_micros - amount_micros AS"
-                         " before, LAG(balance_after_micros, 1, 0) OVER (PARTITION BY account_id"
-                         " ORDER BY seq) AS prev FROM ledger_entries) r WHERE before != prev",
-                         DB_NO_ARGS, &out->bad_running, err) < 0
-               ? -1
-               : 0;
+    return count_bad_running(st, &out->bad_running, err);
 }

@@ -16,6 +16,7 @@
 #include "../lib/private.h"
 #include "../lib/timefmt.h"
 #include "../lib/xalloc.h"
+#include "../lib/timeconst.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -79,7 +80,7 @@ static void billing(struct server *srv)
                  " stopped, %" PRId64 " released, %" PRId64 " plans renewed, %" PRId64
                  " ended, %" PRId64 " warnings in %" PRId64 " ms",
                  stats.meters, stats.settlements, stats.stopped, stats.released, stats.renewed,
-                 stats.expired, stats.warnings, stats.elapsed_us / 1000);
+                 stats.expired, stats.warnings, stats.elapsed_us / SL_USEC_PER_MSEC);
 }
 
 /* Scheduled and idle stops (stops.h): independent of the billing loop, so a
@@ -113,7 +114,7 @@ static void *periodic_loop(void *arg)
 
     pthread_mutex_lock(&stop_lock);
     while (!stopping) {
-        next += *p->interval * 1000;
+        next += *p->interval * SL_MSEC_PER_SEC;
         int64_t wait_ms = next - sl_time_mono_ms();
         if (wait_ms < 0) {
             wait_ms = 0;
@@ -121,11 +122,11 @@ static void *periodic_loop(void *arg)
         }
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += wait_ms / 1000;
-        until.tv_nsec += (wait_ms % 1000) * 1000000;
-        if (until.tv_nsec >= 1000000000) {
+        until.tv_sec += wait_ms / SL_MSEC_PER_SEC;
+        until.tv_nsec += (wait_ms % SL_MSEC_PER_SEC) * SL_NSEC_PER_MSEC;
+        if (until.tv_nsec >= SL_NSEC_PER_SEC) {
             until.tv_sec++;
-            until.tv_nsec -= 1000000000;
+            until.tv_nsec -= SL_NSEC_PER_SEC;
         }
         while (!stopping && pthread_cond_timedwait(&stop_cond, &stop_lock, &until) == 0)
             ;
@@ -214,10 +215,12 @@ int main(int argc, char **argv)
         case 'r':
             print_routes();
             return 0;
-        case 'H':
+        case 'H': {
+            cleanup_free char *help = sl_config_help(server_options, server_options_count);
             printf("suanlid options (config file lines 'name = value', or --set name=value):\n");
-            sl_config_print_help(server_options, server_options_count, stdout);
+            fputs(help, stdout);
             return 0;
+        }
         case 'V':
             printf("suanlid %s\n", SUANLI_VERSION);
             return 0;
@@ -283,8 +286,17 @@ int main(int argc, char **argv)
         die("store", &err);
     if (store_migrate(srv.store, &err) < 0)
         die("store", &err);
-    if (bootstrap_secrets(&srv, &err) < 0 || bootstrap_admin(&srv, &err) < 0)
+    char admin_password[BOOTSTRAP_PASSWORD_MAX];
+    int made_admin = 0;
+    if (bootstrap_secrets(&srv, &err) < 0 ||
+        (made_admin = bootstrap_admin(&srv, admin_password, &err)) < 0)
         die("first start", &err);
+    if (made_admin) {
+        printf("suanlid: created the admin account admin@localhost\n"
+               "suanlid: its password, shown once (also in %s/admin-password): %s\n",
+               srv.cfg.data_dir, admin_password);
+        fflush(stdout);
+    }
     if (instances_seal_secrets(&srv, &err) < 0)
         die("secrets", &err);
     if (ports_seal_stored(&srv, &err) < 0)
@@ -303,7 +315,7 @@ int main(int argc, char **argv)
     struct http_server *http = http_start(&srv, srv.cfg.listen, &err);
     if (!http)
         die("http", &err);
-    static const int64_t minute = 60;
+    static const int64_t minute = SL_SEC_PER_MIN;
     struct periodic jobs[] = {
         { maintenance, &minute, &srv, 0 },
         { billing, &srv.cfg.settle_interval, &srv, 0 },

@@ -1,5 +1,6 @@
 #include "metrics.h"
 #include "api.h"
+#include "../lib/timeconst.h"
 
 #include <stdatomic.h>
 #include <stddef.h>
@@ -61,13 +62,13 @@ void metrics_render_http(struct sl_buf *out)
         cumulative += atomic_load_explicit(&buckets[b], memory_order_relaxed);
         if (b < N_BUCKETS)
             sl_buf_addf(out, "suanli_http_request_duration_seconds_bucket{le=\"%g\"} %llu\n",
-                        (double)bucket_us[b] / 1e6, (unsigned long long)cumulative);
+                        (double)bucket_us[b] / SL_USEC_PER_SEC, (unsigned long long)cumulative);
         else
             sl_buf_addf(out, "suanli_http_request_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
                         (unsigned long long)cumulative);
     }
     sl_buf_addf(out, "suanli_http_request_duration_seconds_sum %.6f\n",
-                (double)atomic_load(&duration_sum_us) / 1e6);
+                (double)atomic_load(&duration_sum_us) / SL_USEC_PER_SEC);
     sl_buf_addf(out, "suanli_http_request_duration_seconds_count %llu\n",
                 (unsigned long long)atomic_load(&duration_count));
 }

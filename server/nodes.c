@@ -79,7 +79,13 @@ static int join_token_use(struct store *st, const char *token, char *region, siz
                    "suanli admin join-token create --region R");
 }
 
-int64_t nodes_disk_capacity_gib(const struct server *srv, int64_t free_bytes, int64_t disks_bytes)
+/* What a host may promise to instance disks, in GiB: the free bytes of its
+ * data directory plus what its instance disk files already take, less
+ * nodes.disk_reserve_gib, plus nodes.disk_overcommit_percent of that. The
+ * disks are sparse files: promising more than this lets one renter filling
+ * their disk fill every disk of the host. */
+static int64_t nodes_disk_capacity_gib(const struct server *srv, int64_t free_bytes,
+                                       int64_t disks_bytes)
 {
     __int128 holds =
         (__int128)free_bytes + disks_bytes - ((__int128)srv->cfg.disk_reserve_gib << 30);
@@ -95,7 +101,8 @@ int64_t nodes_disk_room_gib(const struct server *srv, int64_t free_bytes, int64_
     return nodes_disk_capacity_gib(srv, free_bytes, disks_bytes) - promised_gib;
 }
 
-int nodes_check_inventory(json_t *inv, struct sl_error *err)
+/* The request fields of an inventory object (shared by enroll and heartbeat). */
+static int nodes_check_inventory(json_t *inv, struct sl_error *err)
 {
     int64_t cpu = 0, mem = 0, disk_total = 0, disk_free = 0, free_bytes = 0, disks_bytes = 0;
     const char *driver = NULL, *cuda = NULL, *agent = NULL;

@@ -35,18 +35,12 @@ int nodes_apply_images(struct server *srv, const char *node_id, json_t *images,
 /* The node as the admin API shows it, with its GPUs and state. */
 json_t *nodes_json(struct server *srv, const char *node_id, struct sl_error *err);
 
-/* What a host may promise to instance disks, in GiB: the free bytes of its
- * data directory plus what its instance disk files already take, less
- * nodes.disk_reserve_gib, plus nodes.disk_overcommit_percent of that. The
- * disks are sparse files: promising more than this lets one renter filling
- * their disk fill every disk of the host. */
-int64_t nodes_disk_capacity_gib(const struct server *srv, int64_t free_bytes, int64_t disks_bytes);
-/* The capacity less promised_gib (the system and data disks of the host's
- * instances not released): the most a new instance's disks may take. */
+/* What a host may promise to instance disks (the free bytes of its data
+ * directory plus what its instance disk files take, less
+ * nodes.disk_reserve_gib, plus nodes.disk_overcommit_percent of that) less
+ * promised_gib (the system and data disks of the host's instances not
+ * released): the most a new instance's disks may take. */
 int64_t nodes_disk_room_gib(const struct server *srv, int64_t free_bytes, int64_t disks_bytes,
                             int64_t promised_gib);
-
-/* The request fields of an inventory object (shared by enroll and heartbeat). */
-int nodes_check_inventory(json_t *inventory, struct sl_error *err);
 
 #endif

@@ -1,6 +1,7 @@
 /* Every suanlid option, in one table: name, type, default, bounds, help.
  * The config file, --set and --help-config all read it. */
 #include "server.h"
+#include "../lib/timeconst.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -11,7 +12,7 @@
         .offset = offsetof(struct server_config, field), .help = h                                 \
     }
 
-#define DAY (86400LL)
+#define DAY ((long long)SL_SEC_PER_DAY)
 
 const struct sl_option server_options[] = {
     OPT("listen", SL_OPT_STRING, "127.0.0.1:7070", 0, 0, listen, "HOST:PORT to serve the API on"),
@@ -33,7 +34,7 @@ const struct sl_option server_options[] = {
         http_max_connections_per_address,
         "connections one client address (an IPv6 /64) may hold open; trusted proxies are not "
         "counted"),
-    OPT("http.header_timeout", SL_OPT_DURATION, "10s", 1, 3600, http_header_timeout,
+    OPT("http.header_timeout", SL_OPT_DURATION, "10s", 1, SL_SEC_PER_HOUR, http_header_timeout,
         "a request's headers must arrive within this of connecting (or of the previous "
         "response); the connection is closed otherwise"),
     OPT("http.trusted_proxies", SL_OPT_STRING, "", 0, 0, http_trusted_proxies,
@@ -42,7 +43,7 @@ const struct sl_option server_options[] = {
     OPT("http.allowed_origins", SL_OPT_STRING, "", 0, 0, http_allowed_origins,
         "origins (https://console.example.com, comma-separated) besides the API's own from "
         "which the session cookie is accepted"),
-    OPT("auth.session_ttl", SL_OPT_DURATION, "7d", 60, 365 * DAY, session_ttl,
+    OPT("auth.session_ttl", SL_OPT_DURATION, "7d", SL_SEC_PER_MIN, 365 * DAY, session_ttl,
         "how long a login session lasts"),
     OPT("auth.login_max_failures", SL_OPT_INT, "5", 1, 1000, login_max_failures,
         "failed logins for one email from one client address within the window before that "
@@ -64,21 +65,21 @@ const struct sl_option server_options[] = {
         "renters must pass real-name verification before starting instances"),
     OPT("auth.id_number_format", SL_OPT_STRING, "cn", 0, 0, id_number_format,
         "'cn': an 18-character resident ID with its check digit; 'any': 6 to 32 letters/digits"),
-    OPT("api.idempotency_ttl", SL_OPT_DURATION, "24h", 60, 30 * DAY, idempotency_ttl,
+    OPT("api.idempotency_ttl", SL_OPT_DURATION, "24h", SL_SEC_PER_MIN, 30 * DAY, idempotency_ttl,
         "how long a stored Idempotency-Key response is replayed"),
     OPT("payments.webhook_secret", SL_OPT_STRING, NULL, 0, 0, payment_webhook_secret,
         "HMAC-SHA256 secret shared with the payment gateway; unset disables the webhook"),
     OPT("payments.webhook_tolerance", SL_OPT_DURATION, "5m", 1, DAY, payment_webhook_tolerance,
         "largest clock difference accepted on a signed webhook"),
-    OPT("nodes.heartbeat_interval", SL_OPT_DURATION, "3s", 1, 60, node_heartbeat_interval,
-        "how often node agents report"),
-    OPT("nodes.offline_after", SL_OPT_DURATION, "30s", 2, 3600, node_offline_after,
+    OPT("nodes.heartbeat_interval", SL_OPT_DURATION, "3s", 1, SL_SEC_PER_MIN,
+        node_heartbeat_interval, "how often node agents report"),
+    OPT("nodes.offline_after", SL_OPT_DURATION, "30s", 2, SL_SEC_PER_HOUR, node_offline_after,
         "a node silent this long shows offline (and its instances stop being billed)"),
     OPT("nodes.ssh_port_min", SL_OPT_INT, "30000", 1024, 65535, ssh_port_min,
         "lowest host port given to an instance's SSH"),
     OPT("nodes.ssh_port_max", SL_OPT_INT, "39999", 1024, 65535, ssh_port_max,
         "highest host port given to an instance's SSH"),
-    OPT("nodes.join_token_ttl", SL_OPT_DURATION, "24h", 60, 365 * DAY, join_token_ttl,
+    OPT("nodes.join_token_ttl", SL_OPT_DURATION, "24h", SL_SEC_PER_MIN, 365 * DAY, join_token_ttl,
         "default lifetime of a join token"),
     OPT("instances.system_disk_gib", SL_OPT_INT, "30", 1, 4096, system_disk_gib,
         "size of every instance's system disk"),
@@ -111,14 +112,14 @@ const struct sl_option server_options[] = {
         "a week plan costs this % of 168 hours at the hourly price"),
     OPT("billing.plan_month_percent", SL_OPT_INT, "75", 1, 100, plan_percent[2],
         "a month plan (30 days) costs this % of 720 hours at the hourly price"),
-    OPT("instances.stop_check_interval", SL_OPT_DURATION, "5s", 1, 3600, stop_check_interval,
-        "how often scheduled and idle stops that are due are carried out"),
+    OPT("instances.stop_check_interval", SL_OPT_DURATION, "5s", 1, SL_SEC_PER_HOUR,
+        stop_check_interval, "how often scheduled and idle stops that are due are carried out"),
     OPT("instances.idle_stop_min", SL_OPT_DURATION, "10s", 1, DAY, idle_stop_min,
         "shortest idle period a renter may set (suanli idle-stop)"),
-    OPT("instances.idle_stop_max", SL_OPT_DURATION, "30d", 60, 365 * DAY, idle_stop_max,
+    OPT("instances.idle_stop_max", SL_OPT_DURATION, "30d", SL_SEC_PER_MIN, 365 * DAY, idle_stop_max,
         "longest idle period a renter may set"),
-    OPT("instances.stop_schedule_max", SL_OPT_DURATION, "366d", 60, 3650 * DAY, stop_schedule_max,
-        "how far ahead a stop may be scheduled (suanli stop --at/--in)"),
+    OPT("instances.stop_schedule_max", SL_OPT_DURATION, "366d", SL_SEC_PER_MIN, 3650 * DAY,
+        stop_schedule_max, "how far ahead a stop may be scheduled (suanli stop --at/--in)"),
     OPT("services.ports", SL_OPT_STRING, "6006,6008", 0, 0, services_ports,
         "service ports every instance publishes (comma-separated; may be empty)"),
     OPT("services.max_ports", SL_OPT_INT, "8", 0, 64, services_max_ports,

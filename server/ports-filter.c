@@ -80,12 +80,11 @@ size_t ports_cookie_values(const char *header, const char *name, char (*out)[POR
 
 char *ports_cookie_filter(const char *header)
 {
-    struct sl_buf b;
+    cleanup_buf struct sl_buf b = SL_BUF_INIT;
     bool removed = false;
 
     if (!header || !*header || has_control(header))
         return NULL;
-    sl_buf_init(&b);
     for (const char *p = header; *p;) {
         const char *end = p + strcspn(p, ";"), *next = *end ? end + 1 : end, *value;
         size_t name_len, value_len;
@@ -100,13 +99,10 @@ char *ports_cookie_filter(const char *header)
         p = next;
     }
     if (!removed) {
-        sl_buf_release(&b);
         return xstrdup(header); /* untouched, byte for byte */
     }
-    if (!b.len) {
-        sl_buf_release(&b);
+    if (!b.len)
         return NULL;
-    }
     return sl_buf_detach(&b, NULL);
 }
 
@@ -197,14 +193,13 @@ bool ports_uri_token(const char *uri, char *out, size_t size)
 static char *strip_query_token(const char *s)
 {
     const char *q = strchr(s, '?');
-    struct sl_buf b;
+    cleanup_buf struct sl_buf b = SL_BUF_INIT;
     struct query_param param;
     bool removed = false, first = true;
 
     if (!q)
         return xstrdup(s);
     const char *end = q + strlen(q);
-    sl_buf_init(&b);
     sl_buf_add(&b, s, (size_t)(q - s));
     for (const char *p = q + 1; next_param(&p, end, &param);) {
         if (param.is_token) {
@@ -216,10 +211,8 @@ static char *strip_query_token(const char *s)
         sl_buf_add(&b, param.start, param.len);
         first = false;
     }
-    if (!removed) {
-        sl_buf_release(&b);
+    if (!removed)
         return xstrdup(s);
-    }
     return sl_buf_detach(&b, NULL);
 }
 

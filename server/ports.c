@@ -116,12 +116,13 @@ bool ports_parse_host(const char *host, const char *domain, char *id, int64_t *p
     long v = strtol(dash + 1, NULL, 10);
     if (v < 1 || v > 65535 || dash[1] == '0' || !sl_id_valid(h, "i-") || strlen(h) >= SL_ID_MAX)
         return false;
-    snprintf(id, SL_ID_MAX, "%s", h);
+    memcpy(id, h, strlen(h) + 1); /* shorter than SL_ID_MAX: checked above */
     *port = v;
     return true;
 }
 
-char *ports_url(const struct server_config *cfg, const char *id, int64_t port)
+/* http://ID-PORT.DOMAIN[:PROXY_PORT]/; the caller frees it. */
+static char *ports_url(const struct server_config *cfg, const char *id, int64_t port)
 {
     if (cfg->services_proxy_port == 80)
         return xasprintf("http://%s-%" PRId64 ".%s/", id, port, cfg->services_domain);

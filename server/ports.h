@@ -86,9 +86,6 @@ bool ports_cookies_count(const char *method, const char *fetch_site, const char 
  * instance. */
 bool ports_authorization_is_suanli(const char *value);
 
-/* http://ID-PORT.DOMAIN[:PROXY_PORT]/; the caller frees it. */
-char *ports_url(const struct server_config *cfg, const char *id, int64_t port);
-
 /* Records the ports of a new instance, in the placement's transaction: the
  * services.ports list and, for an image built from the jupyter recipe,
  * Jupyter's port with its own token. */

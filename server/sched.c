@@ -65,17 +65,19 @@ static int check_balance(struct store *st, const char *user_id, int64_t rate, st
 {
     char account[LEDGER_ACCOUNT_MAX], need[SL_MONEY_FORMAT_MAX], have[SL_MONEY_FORMAT_MAX],
         missing[SL_MONEY_FORMAT_MAX];
-    int64_t balance;
+    int64_t balance, short_by;
 
     if (ledger_balance(st, ledger_user_account(account, user_id), &balance, err) < 0)
         return -1;
     if (balance >= rate)
         return 0;
+    if (sl_money_sub(rate, balance, &short_by, err) < 0)
+        return -1;
     return sl_fail(err, SL_E_CONFLICT, "insufficient_balance",
                    "starting needs a balance covering one hour (%s); the balance is %s: top up "
                    "at least %s",
                    sl_money_format(rate, need), sl_money_format(balance, have),
-                   sl_money_format(rate - balance, missing));
+                   sl_money_format(short_by, missing));
 }
 
 static int check_may_start(struct server *srv, const char *user_id, struct sl_error *err)

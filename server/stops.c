@@ -8,6 +8,7 @@
 #include "../lib/xalloc.h"
 #include "api.h"
 #include "instances.h"
+#include "../lib/timeconst.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -32,16 +33,17 @@ enum idle_action idle_decide(int64_t period, int64_t idle_for, bool warned)
 /* "1h 30m", "45s", "3d": a duration for messages. */
 static char *duration_text(int64_t s, char buf[static 32])
 {
-    if (s >= 86400 && s % 86400 == 0)
-        snprintf(buf, 32, "%" PRId64 "d", s / 86400);
-    else if (s >= 3600 && s % 3600 / 60)
-        snprintf(buf, 32, "%" PRId64 "h %" PRId64 "m", s / 3600, s % 3600 / 60);
-    else if (s >= 3600)
-        snprintf(buf, 32, "%" PRId64 "h", s / 3600);
-    else if (s >= 60 && s % 60)
-        snprintf(buf, 32, "%" PRId64 "m %" PRId64 "s", s / 60, s % 60);
-    else if (s >= 60)
-        snprintf(buf, 32, "%" PRId64 "m", s / 60);
+    if (s >= SL_SEC_PER_DAY && s % SL_SEC_PER_DAY == 0)
+        snprintf(buf, 32, "%" PRId64 "d", s / SL_SEC_PER_DAY);
+    else if (s >= SL_SEC_PER_HOUR && s % SL_SEC_PER_HOUR / SL_SEC_PER_MIN)
+        snprintf(buf, 32, "%" PRId64 "h %" PRId64 "m", s / SL_SEC_PER_HOUR,
+                 s % SL_SEC_PER_HOUR / SL_SEC_PER_MIN);
+    else if (s >= SL_SEC_PER_HOUR)
+        snprintf(buf, 32, "%" PRId64 "h", s / SL_SEC_PER_HOUR);
+    else if (s >= SL_SEC_PER_MIN && s % SL_SEC_PER_MIN)
+        snprintf(buf, 32, "%" PRId64 "m %" PRId64 "s", s / SL_SEC_PER_MIN, s % SL_SEC_PER_MIN);
+    else if (s >= SL_SEC_PER_MIN)
+        snprintf(buf, 32, "%" PRId64 "m", s / SL_SEC_PER_MIN);
     else
         snprintf(buf, 32, "%" PRId64 "s", s);
     return buf;

@@ -205,3 +205,63 @@ TEST(settlement_is_the_formula_whenever_it_runs)
     }
     sl_time_set_clock(NULL);
 }
+
+/* The rates and the check add up meters in C (lib/money), not in SQL: the
+ * sum of each meter's own floor per hour, and a charged amount one micro off
+ * the formula is found. */
+TEST(rates_and_check_use_the_formula)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    struct store *st = test_store();
+    int64_t now = 1767225600, spend = -1, charged = -1, rate = -1;
+
+    must(catalog_region_create(st, "meter-1", "Meters", false, &err), &err, "region");
+    must(store_exec(st,
+                    "INSERT INTO users (id, email, name, password_hash, created_at)"
+                    " VALUES ('u-meter', 'meter@example.com', 'm', 'x', ?1)",
+                    DB_ARGS(DB_INT(now)), &err),
+         &err, "user");
+    must(store_exec(st,
+                    "INSERT INTO nodes (id, hostname, address, region_id, token_hash,"
+                    " ssh_port_min, ssh_port_max, created_at, last_heartbeat)"
+                    " VALUES ('n-meter', 'h', '127.0.0.1', 'meter-1', 'hash', 30000, 30099, ?1,"
+                    " ?1)",
+                    DB_ARGS(DB_INT(now)), &err),
+         &err, "node");
+    /* 2.5 per hour; 0.240001 per day (10000.04 per hour: floored); one
+     * ended, which costs nothing per hour any more */
+    static const struct {
+        int64_t amount, period, charged;
+        bool ended;
+    } m[] = { { 2500000, 3600, 694444, false },
+              { 240001, DAY, 2777, false },
+              { 7000000, 3600, 1944444, true } };
+    for (size_t i = 0; i < 3; i++)
+        must(store_exec(st,
+                        "INSERT INTO meters (instance_id, user_id, node_id, item, quantity,"
+                        " unit_price_micros, amount_micros, period_s, started_at, settled_until,"
+                        " charged_micros, ended_at)"
+                        " VALUES ('i-meter', 'u-meter', 'n-meter', 'gpu', 1, ?1, ?1, ?2, ?3,"
+                        " ?3 + 1000, ?4, CASE WHEN ?5 THEN ?3 + 1000 END)",
+                        DB_ARGS(DB_INT(m[i].amount), DB_INT(m[i].period), DB_INT(now),
+                                DB_INT(m[i].charged), DB_INT(m[i].ended)),
+                        &err),
+             &err, "meter");
+    if (!test_ok())
+        return;
+    must(billing_spend_per_hour(st, "u-meter", &spend, &err), &err, "spend");
+    CHECK_EQ_INT(spend, 2500000 + 10000);
+    must(billing_instance_charged(st, "i-meter", &charged, &rate, &err), &err, "charged");
+    CHECK_EQ_INT(charged, 694444 + 2777 + 1944444);
+    CHECK_EQ_INT(rate, 2500000 + 10000);
+
+    struct billing_check c;
+    must(billing_check(st, &c, &err), &err, "billing_check");
+    CHECK_EQ_INT(c.meters, 3);
+    CHECK_EQ_INT(c.bad_charged, 0);
+    must(store_exec(st, "UPDATE meters SET charged_micros = charged_micros + 1 WHERE seq = 2",
+                    DB_NO_ARGS, &err),
+         &err, "tamper");
+    must(billing_check(st, &c, &err), &err, "billing_check");
+    CHECK_EQ_INT(c.bad_charged, 1);
+}

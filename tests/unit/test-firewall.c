@@ -210,6 +210,7 @@ TEST(firewall_pin_script_text)
     cleanup_free char *s2 = firewall_pin_script("br7", two, 1, again, &err);
     cleanup_free char *s3 = firewall_pin_script("br7", two, 2, other, &err);
     CHECK_STR(again, marker);
+    CHECK_STR(s2, script);
     CHECK(strcmp(other, marker) != 0);
     CHECK_CONTAINS(s3, "\"vethaaaa\" : jump port-i-aaaa, \"vethbbbb\" : jump port-i-bbbb }");
 

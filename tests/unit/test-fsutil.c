@@ -1,6 +1,7 @@
 /* node/fsutil.c: files written whole, and what a killed writer leaves. */
 #include "harness.h"
 #include "../../lib/cleanup.h"
+#include "../../lib/file.h"
 #include "../../lib/xalloc.h"
 #include "../../node/fsutil.h"
 
@@ -19,13 +20,13 @@ static bool exists(const char *name)
     return access(test_path(name), F_OK) == 0;
 }
 
-/* An agent killed between fs_write_file's open and rename leaves
- * PATH.tmp.PID; removing PATH takes those along and nothing else. */
+/* An agent killed between sl_file_write's open and rename leaves
+ * PATH.tmp.PID.N; removing PATH takes those along and nothing else. */
 TEST(unlink_with_temps)
 {
     struct sl_error err = SL_ERROR_INIT;
 
-    CHECK_EQ_INT(fs_write_file(test_path("i-a.json"), "{}", 2, 0600, &err), 0);
+    CHECK_EQ_INT(sl_file_write(test_path("i-a.json"), "{}", 2, 0600, 0, &err), 0);
     touch("i-a.json.tmp.123");
     touch("i-a.json.tmp.9");
     touch("i-ab.json.tmp.1"); /* another instance's */

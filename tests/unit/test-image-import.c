@@ -14,6 +14,7 @@
 #include "../../node/image.h"
 #include "../../node/rootfs.h"
 #include "../../lib/cleanup.h"
+#include "../../lib/file.h"
 #include "../../lib/json.h"
 #include "../../lib/xalloc.h"
 
@@ -376,7 +377,7 @@ static void write_blob(const char *dir, const char *data, size_t len, char sha[6
     struct sl_error err = SL_ERROR_INIT;
     cleanup_free char *blobs = xasprintf("%s/blobs/sha256", dir);
     fs_mkdir_p(blobs, 0755, &err);
-    fs_write_file(path, data, len, 0644, &err);
+    sl_file_write(path, data, len, 0644, 0, &err);
 }
 
 /* An OCI layout in dir: a zstd layer (its diff_id written to want). */
@@ -415,9 +416,9 @@ static void write_oci_layout(const char *dir, char want[65])
     struct sl_error err = SL_ERROR_INIT;
     cleanup_free char *index_path = xasprintf("%s/index.json", dir);
     cleanup_free char *layout_path = xasprintf("%s/oci-layout", dir);
-    fs_write_file(index_path, index, strlen(index), 0644, &err);
+    sl_file_write(index_path, index, strlen(index), 0644, 0, &err);
     const char *layout = "{\"imageLayoutVersion\":\"1.0.0\"}";
-    fs_write_file(layout_path, layout, strlen(layout), 0644, &err);
+    sl_file_write(layout_path, layout, strlen(layout), 0644, 0, &err);
     release_blob(&plain);
     release_blob(&zst);
 }
@@ -524,7 +525,7 @@ TEST(damaged_files_leave_nothing)
     size_t len;
     cleanup_free char *data = slurp(gz, &len);
     const char *cut = test_path("cut.tar.gz");
-    fs_write_file(cut, data, len / 2, 0644, &err);
+    sl_file_write(cut, data, len / 2, 0644, 0, &err);
     CHECK_EQ_INT(image_import(data_dir(), cut, "cut", NULL, &err), -1);
     CHECK_STR(err.code, "bad_image");
     CHECK_CONTAINS(err.message, cut);
@@ -544,7 +545,7 @@ TEST(damaged_files_leave_nothing)
      * 1024: spoil its checksum */
     memset(tar + 1024 + 148, 'z', 8);
     const char *bad = test_path("bad.tar");
-    fs_write_file(bad, tar, len, 0644, &err);
+    sl_file_write(bad, tar, len, 0644, 0, &err);
     sl_error_clear(&err);
     CHECK_EQ_INT(image_import(data_dir(), bad, "bad", NULL, &err), -1);
     CHECK_STR(err.code, "bad_image");
@@ -1243,7 +1244,7 @@ TEST(xz_asking_for_gigabytes_is_refused)
     for (int k = 0; k < 4; k++)
         h[hsize - 4 + (size_t)k] = (unsigned char)(crc >> (8 * k));
     struct sl_error err = SL_ERROR_INIT;
-    CHECK_EQ_INT(fs_write_file(path, xz, len, 0644, &err), 0);
+    CHECK_EQ_INT(sl_file_write(path, xz, len, 0644, 0, &err), 0);
 
     long before = max_rss_kib();
     if (CHECK_EQ_INT(image_import(data_dir(), path, "dict", NULL, &err), -1)) {

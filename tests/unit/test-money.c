@@ -160,32 +160,6 @@ TEST(charged_monotonic)
     }
 }
 
-/* Settlement charges charged(t_k) - charged(t_{k-1}) at each tick: the sum
- * over any split of an interval is charged(total), whatever the split. */
-TEST(charged_settlement_has_no_drift)
-{
-    struct sl_error err = SL_ERROR_INIT;
-
-    for (int round = 0; round < 300 && test_ok(); round++) {
-        int64_t rate = round % 3 == 0   ? test_rand_range(1, 10000)
-                       : round % 3 == 1 ? test_rand_range(1, 50000000)
-                                        : test_rand_range(1, 1000000000000LL);
-        int64_t total = test_rand_range(0, 90LL * 86400), t = 0, prev = 0, sum = 0, all;
-        while (t < total) {
-            int64_t step = round % 2 ? test_rand_range(1, 7) : test_rand_range(1, 5000);
-            int64_t now, cost;
-            t = t + step > total ? total : t + step;
-            CHECK_EQ_INT(sl_money_charged(rate, t, &now, &err), 0);
-            CHECK_EQ_INT(sl_money_sub(now, prev, &cost, &err), 0);
-            CHECK(cost >= 0);
-            CHECK_EQ_INT(sl_money_add(sum, cost, &sum, &err), 0);
-            prev = now;
-        }
-        CHECK_EQ_INT(sl_money_charged(rate, total, &all, &err), 0);
-        CHECK_EQ_INT(sum, all);
-    }
-}
-
 TEST(charged_gib_day)
 {
     struct sl_error err = SL_ERROR_INIT;
@@ -420,4 +394,77 @@ TEST(parse_format_round_trip)
         if (!CHECK_EQ_INT(sl_money_parse(buf, &back, &err), 0) || !CHECK_EQ_INT(back, x))
             printf("    x=%" PRId64 " formatted \"%s\"\n", x, buf);
     }
+}
+
+/* sl_money_per_hour: a meter's rate per hour from its amount per period. */
+TEST(per_hour)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    int64_t out, a;
+
+    CHECK_EQ_INT(sl_money_per_hour(2500000, 3600, &out, &err), 0);
+    CHECK_EQ_INT(out, 2500000); /* an hourly meter: its amount */
+    CHECK_EQ_INT(sl_money_per_hour(240000, 86400, &out, &err), 0);
+    CHECK_EQ_INT(out, 10000); /* a daily one: a 24th */
+    CHECK_EQ_INT(sl_money_per_hour(239999, 86400, &out, &err), 0);
+    CHECK_EQ_INT(out, 9999); /* rounded down */
+    CHECK_EQ_INT(sl_money_per_hour(INT64_MAX, 3600, &out, &err), 0);
+    CHECK_EQ_INT(out, INT64_MAX);
+    CHECK(refused_out_of_range(sl_money_per_hour(INT64_MAX, 3599, &out, &err), &err));
+    sl_error_clear(&err);
+    CHECK(sl_money_per_hour(-1, 3600, &out, &err) < 0);
+    sl_error_clear(&err);
+    CHECK(sl_money_per_hour(1, 0, &out, &err) < 0);
+    sl_error_clear(&err);
+    for (int k = 0; k < 10000 && test_ok(); k++) {
+        int64_t amount = test_rand_range(0, 1000000000000LL), period = test_rand_range(1, 86400);
+        CHECK_EQ_INT(sl_money_per_hour(amount, period, &out, &err), 0);
+        CHECK_EQ_INT(sl_money_prorate(amount, 3600, period, &a, &err), 0);
+        CHECK_EQ_INT(out, a);
+    }
+}
+
+/* sl_money_percent: a plan's discounted price, never rounded up. */
+TEST(percent)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    int64_t out;
+
+    CHECK_EQ_INT(sl_money_percent(1000000, 85, &out, &err), 0);
+    CHECK_EQ_INT(out, 850000);
+    CHECK_EQ_INT(sl_money_percent(199, 50, &out, &err), 0);
+    CHECK_EQ_INT(out, 99);
+    CHECK_EQ_INT(sl_money_percent(12345, 100, &out, &err), 0);
+    CHECK_EQ_INT(out, 12345);
+    CHECK_EQ_INT(sl_money_percent(12345, 0, &out, &err), 0);
+    CHECK_EQ_INT(out, 0);
+    /* the product passes 2^63, the result does not */
+    CHECK_EQ_INT(sl_money_percent(INT64_MAX, 100, &out, &err), 0);
+    CHECK_EQ_INT(out, INT64_MAX);
+    CHECK(refused_out_of_range(sl_money_percent(INT64_MAX, 101, &out, &err), &err));
+    sl_error_clear(&err);
+    CHECK(sl_money_percent(-1, 50, &out, &err) < 0);
+    sl_error_clear(&err);
+    CHECK(sl_money_percent(1, -50, &out, &err) < 0);
+}
+
+/* sl_money_unused: a refund, never below 0 nor above what was paid. */
+TEST(unused)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    int64_t out;
+
+    CHECK_EQ_INT(sl_money_unused(1000, 300, &out, &err), 0);
+    CHECK_EQ_INT(out, 700);
+    CHECK_EQ_INT(sl_money_unused(1000, 0, &out, &err), 0);
+    CHECK_EQ_INT(out, 1000);
+    CHECK_EQ_INT(sl_money_unused(1000, 1000, &out, &err), 0);
+    CHECK_EQ_INT(out, 0);
+    CHECK_EQ_INT(sl_money_unused(1000, INT64_MAX, &out, &err), 0);
+    CHECK_EQ_INT(out, 0);
+    CHECK_EQ_INT(sl_money_unused(INT64_MAX, 0, &out, &err), 0);
+    CHECK_EQ_INT(out, INT64_MAX);
+    CHECK(sl_money_unused(-1, 0, &out, &err) < 0);
+    sl_error_clear(&err);
+    CHECK(sl_money_unused(0, -1, &out, &err) < 0);
 }

@@ -1,14 +1,15 @@
 /* server/ports.c (host parsing, port lists), server/ports-filter.c (finding
  * and stripping suanli's credentials: the link's token, cookies, Referer,
- * Authorization) and node/proxy.c (the nginx configuration: every generated
+ * Authorization) and node/nginx.c (the nginx configuration: every generated
  * variant, hostile settings and routes included, checked with `nginx -t`
  * when nginx is installed). */
 #include "harness.h"
 
 #include "../../node/fsutil.h"
-#include "../../node/proxy.h"
+#include "../../node/nginx.h"
 #include "../../server/ports.h"
 #include "../../lib/cleanup.h"
+#include "../../lib/file.h"
 #include "../../lib/subprocess.h"
 #include "../../lib/xalloc.h"
 
@@ -293,7 +294,7 @@ TEST(proxy_config)
     cleanup_free char *prefix = xasprintf("%s/", dir);
     struct sl_error err = SL_ERROR_INIT;
     CHECK_EQ_INT(fs_mkdir_p(tmp, 0700, &err), 0);
-    CHECK_EQ_INT(fs_write_file(conf, text, strlen(text), 0600, &err), 0);
+    CHECK_EQ_INT(sl_file_write(conf, text, strlen(text), 0600, 0, &err), 0);
     const char *argv[] = { "nginx", "-t", "-q", "-p", prefix, "-c", conf, NULL };
     struct sl_subprocess sp = { .argv = argv };
     int rc = sl_subprocess_run(&sp, &err);
@@ -379,7 +380,7 @@ static char *random_id(void)
     return id;
 }
 
-/* The oracle for a route, written apart from proxy.c's check. */
+/* The oracle for a route, written apart from nginx.c's check. */
 static bool route_expected(const struct proxy_route *r)
 {
     struct in_addr a;
@@ -416,7 +417,7 @@ static int nginx_test(const char *dir, const char *text, struct sl_error *err)
 {
     cleanup_free char *conf = xasprintf("%s/nginx.conf", dir);
     cleanup_free char *prefix = xasprintf("%s/", dir);
-    if (fs_write_file(conf, text, strlen(text), 0600, err) < 0)
+    if (sl_file_write(conf, text, strlen(text), 0600, 0, err) < 0)
         return -1;
     const char *argv[] = { "nginx", "-t", "-q", "-p", prefix, "-c", conf, NULL };
     struct sl_buf out;
