@@ -182,11 +182,11 @@ int api_admin_users(struct api_request *req, struct api_response *res, struct sl
         return -1;
     cleanup_rows struct db_rows *rows =
         store_query(req->srv->store,
-                    "SELECT u.rowid, u.id, u.email, u.name, u.role, u.verification, u.created_at,"
+                    "SELECT u.seq, u.id, u.email, u.name, u.role, u.verification, u.created_at,"
                     " COALESCE(a.balance_micros, 0) FROM users u"
                     " LEFT JOIN accounts a ON a.id = 'user:' || u.id"
-                    " WHERE u.rowid > ?1 AND (?2 IS NULL OR u.email = lower(?2))"
-                    " ORDER BY u.rowid LIMIT ?3",
+                    " WHERE u.seq > ?1 AND (?2 IS NULL OR u.email = lower(?2))"
+                    " ORDER BY u.seq LIMIT ?3",
                     DB_ARGS(DB_INT(after), DB_TEXT(email), DB_INT(limit)), err);
     return rows ? api_reply_rows(res, rows, admin_user_json, NULL, limit, err) : -1;
 }

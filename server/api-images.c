@@ -36,15 +36,16 @@ static json_t *image_json(struct db_rows *rows, void *ctx)
 /* What the nodes report of each image: the first ready node's metadata, and
  * the message of a node that failed to build or import it. */
 #define IMAGE_SELECT                                                                               \
-    "SELECT i.rowid, i.name, i.kind, i.description,"                                               \
+    "SELECT i.seq, i.name, i.kind, i.description,"                                                 \
     " COALESCE(r.os, ''), COALESCE(r.python, ''), COALESCE(r.cuda, ''),"                           \
     " COALESCE(r.framework, ''), COALESCE(r.size_bytes, 0),"                                       \
     " (SELECT COUNT(*) FROM node_images x WHERE x.name = i.name AND x.state = 'ready'),"           \
     " (SELECT COUNT(*) FROM node_images x WHERE x.name = i.name AND x.state = 'building'),"        \
     " i.created_at,"                                                                               \
     " (SELECT x.message FROM node_images x WHERE x.name = i.name AND x.state = 'failed' LIMIT 1)"  \
-    " FROM images i LEFT JOIN node_images r ON r.rowid ="                                          \
-    " (SELECT rowid FROM node_images y WHERE y.name = i.name AND y.state = 'ready' LIMIT 1)"
+    " FROM images i LEFT JOIN node_images r ON r.name = i.name AND r.node_id ="                    \
+    " (SELECT y.node_id FROM node_images y WHERE y.name = i.name AND y.state = 'ready'"            \
+    "  ORDER BY y.node_id LIMIT 1)"
 
 int api_images_list(struct api_request *req, struct api_response *res, struct sl_error *err)
 {
@@ -53,7 +54,7 @@ int api_images_list(struct api_request *req, struct api_response *res, struct sl
     if (api_page_params(req, &limit, &after, err) < 0)
         return -1;
     cleanup_rows struct db_rows *rows =
-        store_query(req->srv->store, IMAGE_SELECT " WHERE i.rowid > ?1 ORDER BY i.rowid LIMIT ?2",
+        store_query(req->srv->store, IMAGE_SELECT " WHERE i.seq > ?1 ORDER BY i.seq LIMIT ?2",
                     DB_ARGS(DB_INT(after), DB_INT(limit)), err);
     return rows ? api_reply_rows(res, rows, image_json, NULL, limit, err) : -1;
 }

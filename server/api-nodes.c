@@ -58,9 +58,9 @@ int api_admin_join_tokens_list(struct api_request *req, struct api_response *res
         return -1;
     cleanup_rows struct db_rows *rows =
         store_query(req->srv->store,
-                    "SELECT rowid, id, region_id, created_at, expires_at, uses, max_uses"
+                    "SELECT seq, id, region_id, created_at, expires_at, uses, max_uses"
                     " FROM join_tokens"
-                    " WHERE rowid > ?1 AND expires_at > ?2 ORDER BY rowid LIMIT ?3",
+                    " WHERE seq > ?1 AND expires_at > ?2 ORDER BY seq LIMIT ?3",
                     DB_ARGS(DB_INT(after), DB_INT(sl_time_now()), DB_INT(limit)), err);
     return rows ? api_reply_rows(res, rows, join_token_json, NULL, limit, err) : -1;
 }
@@ -105,7 +105,7 @@ int api_admin_nodes_list(struct api_request *req, struct api_response *res, stru
     if (api_page_params(req, &limit, &after, err) < 0)
         return -1;
     cleanup_rows struct db_rows *rows = store_query(
-        req->srv->store, "SELECT rowid, id FROM nodes WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
+        req->srv->store, "SELECT seq, id FROM nodes WHERE seq > ?1 ORDER BY seq LIMIT ?2",
         DB_ARGS(DB_INT(after), DB_INT(limit)), err);
     if (!rows || api_reply_rows(res, rows, node_row_json, &ctx, limit, err) < 0)
         return -1;

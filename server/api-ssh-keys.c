@@ -22,11 +22,11 @@ int api_ssh_keys_list(struct api_request *req, struct api_response *res, struct 
 
     if (api_page_params(req, &limit, &after, err) < 0)
         return -1;
-    cleanup_rows struct db_rows *rows = store_query(
-        req->srv->store,
-        "SELECT rowid, id, name, type, fingerprint, public_key, created_at FROM ssh_keys"
-        " WHERE user_id = ?1 AND rowid > ?2 ORDER BY rowid LIMIT ?3",
-        DB_ARGS(DB_TEXT(req->caller.user_id), DB_INT(after), DB_INT(limit)), err);
+    cleanup_rows struct db_rows *rows =
+        store_query(req->srv->store,
+                    "SELECT seq, id, name, type, fingerprint, public_key, created_at FROM ssh_keys"
+                    " WHERE user_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+                    DB_ARGS(DB_TEXT(req->caller.user_id), DB_INT(after), DB_INT(limit)), err);
     return rows ? api_reply_rows(res, rows, key_json, NULL, limit, err) : -1;
 }
 

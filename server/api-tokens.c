@@ -28,9 +28,9 @@ int api_tokens_list(struct api_request *req, struct api_response *res, struct sl
         return -1;
     cleanup_rows struct db_rows *rows = store_query(
         req->srv->store,
-        "SELECT rowid, id, kind, name, hint, created_at, expires_at, last_used_at"
-        " FROM tokens WHERE user_id = ?1 AND rowid > ?2"
-        " AND (expires_at IS NULL OR expires_at > ?3) ORDER BY rowid LIMIT ?4",
+        "SELECT seq, id, kind, name, hint, created_at, expires_at, last_used_at"
+        " FROM tokens WHERE user_id = ?1 AND seq > ?2"
+        " AND (expires_at IS NULL OR expires_at > ?3) ORDER BY seq LIMIT ?4",
         DB_ARGS(DB_TEXT(req->caller.user_id), DB_INT(after), DB_INT(sl_time_now()), DB_INT(limit)),
         err);
     return rows ? api_reply_rows(res, rows, token_json, req->caller.token_id, limit, err) : -1;

@@ -358,5 +358,42 @@ const char *const sqlite_migrations[] = {
     "  WHERE state != 'released';"
     "CREATE UNIQUE INDEX instances_user_name ON instances(user_id, name)"
     "  WHERE state != 'released' AND name_shared_with IS NULL;",
+
+    /* 8: the tables keyed by a text id get a `seq` that lists page by
+     * (store.h: portable SQL pages by an explicit integer column, never
+     * rowid). SQLite cannot add an AUTOINCREMENT column to a table, so
+     * here it copies the rowid, and a trigger gives each new row its own;
+     * a PostgreSQL schema declares the column an identity instead. Inserts
+     * never name it. */
+    "ALTER TABLE users ADD COLUMN seq INTEGER;"
+    "UPDATE users SET seq = rowid;"
+    "CREATE UNIQUE INDEX users_seq ON users(seq);"
+    "CREATE TRIGGER users_seq AFTER INSERT ON users BEGIN"
+    "  UPDATE users SET seq = NEW.rowid WHERE rowid = NEW.rowid; END;"
+    "ALTER TABLE tokens ADD COLUMN seq INTEGER;"
+    "UPDATE tokens SET seq = rowid;"
+    "CREATE UNIQUE INDEX tokens_seq ON tokens(seq);"
+    "CREATE TRIGGER tokens_seq AFTER INSERT ON tokens BEGIN"
+    "  UPDATE tokens SET seq = NEW.rowid WHERE rowid = NEW.rowid; END;"
+    "ALTER TABLE ssh_keys ADD COLUMN seq INTEGER;"
+    "UPDATE ssh_keys SET seq = rowid;"
+    "CREATE UNIQUE INDEX ssh_keys_seq ON ssh_keys(seq);"
+    "CREATE TRIGGER ssh_keys_seq AFTER INSERT ON ssh_keys BEGIN"
+    "  UPDATE ssh_keys SET seq = NEW.rowid WHERE rowid = NEW.rowid; END;"
+    "ALTER TABLE join_tokens ADD COLUMN seq INTEGER;"
+    "UPDATE join_tokens SET seq = rowid;"
+    "CREATE UNIQUE INDEX join_tokens_seq ON join_tokens(seq);"
+    "CREATE TRIGGER join_tokens_seq AFTER INSERT ON join_tokens BEGIN"
+    "  UPDATE join_tokens SET seq = NEW.rowid WHERE rowid = NEW.rowid; END;"
+    "ALTER TABLE nodes ADD COLUMN seq INTEGER;"
+    "UPDATE nodes SET seq = rowid;"
+    "CREATE UNIQUE INDEX nodes_seq ON nodes(seq);"
+    "CREATE TRIGGER nodes_seq AFTER INSERT ON nodes BEGIN"
+    "  UPDATE nodes SET seq = NEW.rowid WHERE rowid = NEW.rowid; END;"
+    "ALTER TABLE images ADD COLUMN seq INTEGER;"
+    "UPDATE images SET seq = rowid;"
+    "CREATE UNIQUE INDEX images_seq ON images(seq);"
+    "CREATE TRIGGER images_seq AFTER INSERT ON images BEGIN"
+    "  UPDATE images SET seq = NEW.rowid WHERE rowid = NEW.rowid; END;",
     0,
 };

@@ -527,3 +527,40 @@ TEST(busy_timeout_waits_for_the_writer)
     if (!CHECK(waited >= 150))
         printf("    waited only %lld ms\n", (long long)waited);
 }
+
+/* Lists page by an integer `seq` (store.h), never SQLite's rowid: the
+ * tables keyed by a text id have one, and each new row gets its own, in
+ * insertion order, without the INSERT naming it. */
+TEST(text_keyed_tables_page_by_seq)
+{
+    static const char *const tables[] = { "users",       "tokens", "ssh_keys",
+                                          "join_tokens", "nodes",  "images" };
+    struct store *st = test_store();
+    struct sl_error err = SL_ERROR_INIT;
+
+    for (size_t i = 0; i < ARRAY_SIZE(tables); i++) {
+        cleanup_free char *sql =
+            xasprintf("SELECT COUNT(*) FROM pragma_table_info('%s') WHERE name = 'seq'", tables[i]);
+        if (!CHECK_EQ_INT(count(st, sql), 1))
+            printf("    table %s has no seq\n", tables[i]);
+    }
+    const char *ids[] = { "u-c", "u-a", "u-b" }; /* not in id order */
+    for (size_t i = 0; i < ARRAY_SIZE(ids); i++) {
+        cleanup_free char *email = xasprintf("%s@example.com", ids[i]);
+        CHECK_EQ_INT(store_exec(st,
+                                "INSERT INTO users (id, email, name, password_hash, created_at)"
+                                " VALUES (?1, ?2, 'n', 'x', 1)",
+                                DB_ARGS(DB_TEXT(ids[i]), DB_TEXT(email)), &err),
+                     1);
+    }
+    CHECK_EQ_INT(count(st, "SELECT COUNT(*) FROM users WHERE seq IS NULL"), 0);
+    CHECK_EQ_INT(count(st, "SELECT COUNT(DISTINCT seq) FROM users"), 3);
+    /* in the order they came */
+    CHECK_EQ_INT(count(st, "SELECT COUNT(*) FROM users a JOIN users b ON a.seq < b.seq"
+                           " WHERE a.id = 'u-c' AND b.id = 'u-a'"),
+                 1);
+    CHECK_EQ_INT(count(st, "SELECT COUNT(*) FROM users a JOIN users b ON a.seq < b.seq"
+                           " WHERE a.id = 'u-a' AND b.id = 'u-b'"),
+                 1);
+    test_store_close(st);
+}
