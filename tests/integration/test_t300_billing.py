@@ -328,16 +328,25 @@ def test_a_silent_host_is_not_billed(fast_rules):
     wait_heartbeats(cluster.server, node_id)  # a report after the return
     run_billing(cluster)
     ms = meters(cluster, user, iid)
-    assert [m["kind"] for m in ms] == ["gpu", "gpu"], ms
-    first, second = ms
-    gap = (epoch(first["ended_at"]), epoch(second["started_at"]))
-    assert gap[1] - gap[0] > 3, ms
-    assert first["settled_until"] == first["ended_at"] and first["charged_micros"] == formula(first)
-    assert second["amount_micros"] == first["amount_micros"]  # the same rates go on
+    backs = [e for e in events(cluster, user)
+             if e["kind"] == "host_back" and e["instance_id"] == iid]
+    # a meter per stretch the host was heard from: the stop above makes one
+    # silence; a loaded machine may delay a heartbeat past the 3 s into
+    # another, which is not billed either
+    assert backs and [m["kind"] for m in ms] == ["gpu"] * (len(backs) + 1), (ms, backs)
+    gaps = []
+    for first, second in zip(ms, ms[1:]):
+        gap = (epoch(first["ended_at"]), epoch(second["started_at"]))
+        assert gap[1] - gap[0] > 3, ms
+        assert first["settled_until"] == first["ended_at"]
+        assert first["charged_micros"] == formula(first)
+        assert second["amount_micros"] == first["amount_micros"]  # the same rates go on
+        gaps.append(gap)
     for c in pages(cluster, user, f"/v1/bills/charges?instance={iid}"):
-        assert epoch(c["period_to"]) <= gap[0] or epoch(c["period_from"]) >= gap[1], (c, gap)
-    back = [e for e in events(cluster, user) if e["kind"] == "host_back"][0]
-    assert back["reason"] == "host_lost" and "not billed" in back["message"]
+        for gap in gaps:
+            assert epoch(c["period_to"]) <= gap[0] or epoch(c["period_from"]) >= gap[1], (c, gap)
+    for back in backs:
+        assert back["reason"] == "host_lost" and "not billed" in back["message"], back
     assert cluster.verb(user, iid, "release").status == 200
     cluster.wait_state(user, iid, "released")
     check_books(cluster, user, 100_000_000)
