@@ -1,5 +1,6 @@
 /* server/api.c: the dispatcher driven in-process, as the fuzzer and http.c
  * drive it: routing, authentication, idempotency and limits. */
+#include "fake-io.h"
 #include "harness.h"
 
 #include "../../lib/crypto.h"
@@ -9,38 +10,6 @@
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-struct fake_io {
-    const char *headers[8][2];
-    const char *query[4][2];
-    const char *cookies[2][2];
-};
-
-static const char *lookup(const char *table[][2], size_t n, const char *name)
-{
-    for (size_t i = 0; i < n && table[i][0]; i++)
-        if (strcasecmp(table[i][0], name) == 0)
-            return table[i][1];
-    return NULL;
-}
-
-static const char *fake_header(void *ctx, const char *name)
-{
-    struct fake_io *io = ctx;
-    return lookup(io->headers, 8, name);
-}
-
-static const char *fake_query(void *ctx, const char *name)
-{
-    struct fake_io *io = ctx;
-    return lookup(io->query, 4, name);
-}
-
-static const char *fake_cookie(void *ctx, const char *name)
-{
-    struct fake_io *io = ctx;
-    return lookup(io->cookies, 2, name);
-}
 
 static void server_init(struct server *srv)
 {
@@ -86,7 +55,7 @@ static struct call dispatch(struct server *srv, const char *method, const char *
         .body = body ? body : "",
         .body_len = body ? body_len : 0,
         .remote_addr = "192.0.2.7",
-        .io = { fake_header, fake_query, fake_cookie, io ? io : &none },
+        .io = fake_io_of(io ? io : &none),
     };
     struct api_response res;
     struct call c = { 0 };

@@ -2,6 +2,7 @@
  * if-chains they replaced, every input; the API_INSTANCE route flag
  * (server/api.c) and names unique per renter (server/sched.c, migration 7),
  * driven in-process. */
+#include "fake-io.h"
 #include "harness.h"
 
 #include "../../lib/cleanup.h"
@@ -207,36 +208,6 @@ TEST(instance_routes_are_flagged)
 
 /* ---- the dispatcher, in-process (as tests/unit/test-api.c drives it) ---- */
 
-struct fake_io {
-    const char *headers[2][2];
-    const char *query[4][2];
-};
-
-static const char *lookup(const char *table[][2], size_t n, const char *name)
-{
-    for (size_t i = 0; i < n && table[i][0]; i++)
-        if (strcasecmp(table[i][0], name) == 0)
-            return table[i][1];
-    return NULL;
-}
-
-static const char *fake_header(void *ctx, const char *name)
-{
-    return lookup(((struct fake_io *)ctx)->headers, 2, name);
-}
-
-static const char *fake_query(void *ctx, const char *name)
-{
-    return lookup(((struct fake_io *)ctx)->query, 4, name);
-}
-
-static const char *no_cookie(void *ctx, const char *name)
-{
-    (void)ctx;
-    (void)name;
-    return NULL;
-}
-
 struct call {
     int status;
     json_t *json;
@@ -285,7 +256,7 @@ static struct call call(struct server *srv, const char *method, const char *path
         .body = body ? body : "",
         .body_len = body ? strlen(body) : 0,
         .remote_addr = "192.0.2.9",
-        .io = { fake_header, fake_query, no_cookie, &io },
+        .io = fake_io_of(&io),
     };
     api_response_init(&res);
     api_dispatch(&req, &res);
