@@ -144,12 +144,13 @@ INSERT INTO nodes (id, hostname, address, region_id, token_hash, cpu_cores, memo
          printf('hash%06d', i), 128, 1048576, 8000, 4000, 30000, 30999, $now, $now - 86400
   FROM n WHERE i <= $nodes;
 INSERT INTO instances (id, user_id, name, region_id, node_id, gpu_model_id, gpus, image,
-                       system_disk_gib, data_disk_gib, ssh_port, root_password, state, desired,
-                       mode, created_at, updated_at)
+                       system_disk_gib, data_disk_gib, ssh_port, root_password,
+                       root_password_crypt, state, desired, mode, created_at, updated_at)
   SELECT printf('i-bench%07d', i), printf('u-bench%06d', (i - 1) % $renters + 1),
          printf('bench-%d', i), 'sample-1', printf('n-bench%06d', (i - 1) % $nodes + 1),
          (SELECT id FROM gpu_models WHERE name = 'RTX 4090'), 1, 'debian-12', 30, 50,
-         30000 + (i - 1) / $nodes, 'x', 'running', 'running', 'gpu', $now - 60, $now - 60
+         30000 + (i - 1) / $nodes, 's1:bench', 'bench', 'running', 'running', 'gpu',
+         $now - 60, $now - 60
   FROM n WHERE i <= $instances;
 INSERT INTO meters (instance_id, user_id, node_id, item, quantity, unit_price_micros,
                     amount_micros, period_s, started_at, settled_until)
