@@ -63,7 +63,7 @@ int instances_seal_secrets(struct server *srv, struct sl_error *err)
 {
     struct store *st = srv->store;
     cleanup_tx struct store *tx = NULL;
-    cleanup_json json_t *todo = json_array();
+    cleanup_json json_t *unsealed = json_array();
     int64_t sealed = 0, hashed = 0;
     size_t i;
     json_t *row;
@@ -83,12 +83,12 @@ int instances_seal_secrets(struct server *srv, struct sl_error *err)
         if (!rows)
             return -1;
         while ((rc = db_next(rows, err)) == 1)
-            json_array_append_new(todo, json_pack("[s, s, b]", db_text(rows, 0), db_text(rows, 1),
-                                                  (int)db_int(rows, 2)));
+            json_array_append_new(unsealed, json_pack("[s, s, b]", db_text(rows, 0),
+                                                      db_text(rows, 1), (int)db_int(rows, 2)));
         if (rc < 0)
             return -1;
     }
-    json_array_foreach(todo, i, row)
+    json_array_foreach(unsealed, i, row)
     {
         const char *id = json_string_value(json_array_get(row, 0));
         const char *stored = json_string_value(json_array_get(row, 1));

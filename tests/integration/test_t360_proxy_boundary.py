@@ -14,7 +14,6 @@ import re
 import socket
 import sqlite3
 import subprocess
-import time
 
 import pytest
 
@@ -113,9 +112,10 @@ def echoed(body):
         return None
 
 
-@pytest.fixture(scope="module")
-def world(cluster):
-    """victim: a private 6006 with its echo app; attacker: a public 6008."""
+def victim_and_attacker(cluster):
+    """Two renters with an instance each, answering through the node's nginx:
+    the victim's echo app on a private 6006 (VICTIM-SECRET), the attacker's
+    on a public 6008. Shared with t390."""
     victim, attacker = cluster.renter(), cluster.renter()
     vi, ai = cluster.create(victim), cluster.create(attacker)
     start_echo(cluster, victim, vi, 6006, "VICTIM-SECRET")
@@ -128,12 +128,25 @@ def world(cluster):
     w["vhost"], w["vlink"] = split_url(service(vi, 6006)["access_url"])
     w["ahost"] = split_url(service(ai, 6008)["url"])[0]
     wait_for(lambda: request(cluster, w["vhost"], w["vlink"])[0] == 200, timeout=30,
-             what="the victim's app behind nginx")
+             what="the victim's app behind nginx (with its link)")
     wait_for(lambda: request(cluster, w["ahost"])[0] == 200, timeout=30,
              what="the attacker's public app")
+    return w
+
+
+def release_both(cluster, w):
+    for user, inst in ((w["victim"], w["vi"]), (w["attacker"], w["ai"])):
+        cluster.verb(user, inst["id"], "release")
+    for user, inst in ((w["victim"], w["vi"]), (w["attacker"], w["ai"])):
+        cluster.wait_state(user, inst["id"], "released")
+
+
+@pytest.fixture(scope="module")
+def world(cluster):
+    """victim: a private 6006 with its echo app; attacker: a public 6008."""
+    w = victim_and_attacker(cluster)
     yield w
-    cluster.verb(victim, vi["id"], "release")
-    cluster.verb(attacker, ai["id"], "release")
+    release_both(cluster, w)
 
 
 def no_victim(status, body):
@@ -464,8 +477,8 @@ def test_internal_locations_are_not_reachable(cluster, world):
 def test_request_smuggling_is_refused(cluster, world):
     vname, aname, p = world["vhost"].split(":")[0], world["ahost"].split(":")[0], world["p"]
     smuggled = (f"GET / HTTP/1.1\r\nHost: {vname}:{p}\r\n\r\n").encode()
-    # nginx: both lengths, or two, are a bad request; a coding it does not
-    # know, not implemented
+    # nginx: both lengths, or two, are 400 Bad Request; a transfer coding
+    # it does not know is 501 Not Implemented
     for want, te in ((400, "Transfer-Encoding: chunked\r\nContent-Length: 4\r\n"),
                      (400, "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n"),
                      (400, "Content-Length: 4\r\nContent-Length: 40\r\n"),

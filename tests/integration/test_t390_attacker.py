@@ -8,7 +8,6 @@ threat model that a renter can try is tried once here, against the victim's
 private service port, its traffic, its session, its account, its password
 and its money; nothing is reached. The focused tests named in the threat
 model go deeper into each."""
-import http.client
 import json
 import os
 import socket
@@ -19,7 +18,8 @@ import pytest
 
 from conftest import PASSWORD, wait_for
 from test_t300_billing import GPU_PRICE, epoch, pages
-from test_t360_proxy_boundary import request, service, split_url, start_echo
+from test_t360_proxy_boundary import (release_both, request, service, split_url,
+                                      victim_and_attacker)
 from test_t370_neighbours import RAW, add_dummy, bridge_mac, gateway_ip, neigh, port_of
 from test_t380_api_edge import call, closed_by_peer, open_connections, raise_open_files
 
@@ -29,27 +29,10 @@ ATTACKER_ADDRESS, VICTIM_ADDRESS = "127.0.0.52", "127.0.0.53"
 
 @pytest.fixture(scope="module")
 def scene(cluster):
-    victim, attacker = cluster.renter(), cluster.renter()
-    vi, ai = cluster.create(victim), cluster.create(attacker)
-    start_echo(cluster, victim, vi, 6006, SECRET)
-    start_echo(cluster, attacker, ai, 6008, "attacker-page")
-    r = cluster.server.request("POST", f"/v1/instances/{ai['id']}/ports",
-                               {"port": 6008, "public": True}, token=attacker["token"])
-    assert r.status == 200, r
-    cluster.ssh(attacker, ai, f"cat > /tmp/raw.py <<'EOF'\n{RAW}\nEOF")
-    s = {"victim": victim, "attacker": attacker, "vi": vi, "ai": ai,
-         "p": cluster.node.proxy_port}
-    s["vhost"], s["vlink"] = split_url(service(vi, 6006)["access_url"])
-    s["ahost"] = split_url(service(ai, 6008)["url"])[0]
-    wait_for(lambda: request(cluster, s["vhost"], s["vlink"])[0] == 200, timeout=30,
-             what="the victim's app behind nginx (with its link)")
-    wait_for(lambda: request(cluster, s["ahost"])[0] == 200, timeout=30,
-             what="the attacker's public app")
+    s = victim_and_attacker(cluster)
+    cluster.ssh(s["attacker"], s["ai"], f"cat > /tmp/raw.py <<'EOF'\n{RAW}\nEOF")
     yield s
-    for user, inst in ((victim, vi), (attacker, ai)):
-        cluster.verb(user, inst["id"], "release")
-    for user, inst in ((victim, vi), (attacker, ai)):
-        cluster.wait_state(user, inst["id"], "released")
+    release_both(cluster, s)
 
 
 def victim_state(cluster, scene):
