@@ -66,11 +66,14 @@ class Response:
 class Server:
     """One suanlid process with its own data directory and port."""
 
-    def __init__(self, data_dir, settings=None, seed_catalog=True, extra_args=None):
+    def __init__(self, data_dir, settings=None, seed_catalog=True, extra_args=None,
+                 host="127.0.0.1"):
+        """host: the address it listens on (a fleet's listens on its link's)."""
         self.data_dir = data_dir
         self.extra_args = list(extra_args or [])
+        self.host = host
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"http://{host}:{self.port}"
         self.settings = dict(settings or {})
         if seed_catalog:
             self.settings.setdefault("catalog_seed", SAMPLE_CATALOG)
@@ -89,7 +92,7 @@ class Server:
         self._admin_token = None
 
     def start(self, timeout=15):
-        args = [SUANLID, "--data-dir", self.data_dir, "--listen", f"127.0.0.1:{self.port}"]
+        args = [SUANLID, "--data-dir", self.data_dir, "--listen", f"{self.host}:{self.port}"]
         for k, v in self.settings.items():
             args += ["--set", f"{k}={v}"]
         args += self.extra_args
@@ -247,8 +250,14 @@ class Node:
     line, where the process list shows it."""
 
     def __init__(self, server, data_dir, join_token, gpus="8:RTX 4090", extra=None,
-                 proxy_port=None, join_via="file", network=None):
+                 proxy_port=None, join_via="file", network=None, address="127.0.0.1",
+                 netns=None):
+        """address: the host's address as renters reach it; netns: the
+        network namespace the agent runs in (a fleet's host), None for this
+        machine's own."""
         self.server = server
+        self.address = address
+        self.netns = netns
         # (bridge, subnet): the shared cluster's unless side_network() gives
         # the node one of its own
         self.bridge, self.subnet = network[:2] if network else (TEST_BRIDGE, TEST_SUBNET)
@@ -272,14 +281,17 @@ class Node:
             with os.fdopen(fd, "w") as f:
                 f.write(self.join_token + "\n")
         # a relative --data-dir, as `make run` gives it (paths must still work)
-        args = [SUANLI_NODE, "--data-dir", os.path.basename(self.data_dir),
+        # nsenter joins the host's network namespace only: mounts, runc
+        # and /run stay this machine's, as on a real host
+        wrap = ["nsenter", f"--net=/run/netns/{self.netns}", "--"] if self.netns else []
+        args = [*wrap, SUANLI_NODE, "--data-dir", os.path.basename(self.data_dir),
                 "--server", self.server.url,
                 "--join", join,
                 # gpus=None: the host's real GPUs through NVML (bench/gpu-check.sh)
                 *(["--simulate-gpus", self.gpus] if self.gpus else []),
-                "--address", "127.0.0.1", "--set", f"network.bridge={self.bridge}",
+                "--address", self.address, "--set", f"network.bridge={self.bridge}",
                 "--set", f"network.subnet={self.subnet}", "--set", "stop_grace_ms=3000",
-                "--set", f"proxy.listen=127.0.0.1:{self.proxy_port}",
+                "--set", f"proxy.listen={self.address}:{self.proxy_port}",
                 *self.extra]
         self.log = open(self.log_path, "ab")
         stdin = subprocess.PIPE if join == "-" else subprocess.DEVNULL
@@ -439,6 +451,16 @@ def cleanup_host(data_dir, bridge=TEST_BRIDGE, prefix=None):
     """Safety net after a test session: whatever a failed test left running.
     bridge, prefix: a node's own bridge and address prefix (see
     cleanup_test_rules), when not the tests' shared ones."""
+    cleanup_node_state(data_dir)
+    cleanup_test_rules(prefix)
+    subprocess.run([os.path.join(ROOT, "scripts", "cleanup-host-net.sh"), bridge],
+                   capture_output=True)
+
+
+def cleanup_node_state(data_dir):
+    """What cleanup_host does outside the network: the node's nginx, runc
+    containers, mounts, loop devices and instance namespaces. A fleet host's
+    network goes with its namespace."""
     stop_proxy(data_dir)
     runc_root = os.path.join(data_dir, "runc")
     if os.path.isdir(runc_root):
@@ -459,9 +481,6 @@ def cleanup_host(data_dir, bridge=TEST_BRIDGE, prefix=None):
         if ns.startswith("suanli-i-") and os.path.exists(
                 os.path.join(data_dir, "instances", ns[len("suanli-"):])):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-    cleanup_test_rules(prefix)
-    subprocess.run([os.path.join(ROOT, "scripts", "cleanup-host-net.sh"), bridge],
-                   capture_output=True)
 
 
 def stop_proxy(data_dir):
@@ -615,4 +634,185 @@ def cluster():
         node.stop()
         server.stop()
         cleanup_host(node.data_dir)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------
+# A fleet: one suanlid and FLEET_SIZE hosts, each a suanli-node in a network
+# namespace of its own with its own address, bridge, firewall and nginx, as
+# separate machines would be. The hosts reach suanlid, each other and the
+# tests over one link each: a veth from the host's namespace to a bridge in
+# this machine's, which carries suanlid's address. cut() takes a host's link
+# down (the host goes silent, its instances run on), restore() brings it back.
+
+FLEET_SIZE = 3
+
+
+def image_archive(node_dir, image, out):
+    """The node's image `image` packed as `docker save` packs one (a single
+    layer), for an admin to import: how a fleet's hosts get the image the
+    shared cluster built, with no apt mirror reachable from their
+    namespaces."""
+    import hashlib
+    import io
+    import tarfile
+    with open(os.path.join(node_dir, "images", image + ".json")) as f:
+        base = json.load(f)["layers"][0]
+    rootfs = os.path.join(node_dir, "layers", "sha256", base, "rootfs")
+    layer = out + ".layer"
+    subprocess.run(["tar", "-C", rootfs, "--numeric-owner", "-cf", layer, "."], check=True)
+    h = hashlib.sha256()
+    with open(layer, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    config = json.dumps({"architecture": "amd64", "os": "linux",
+                         "config": {"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:"
+                                            "/usr/bin:/sbin:/bin"]},
+                         "rootfs": {"type": "layers",
+                                    "diff_ids": ["sha256:" + h.hexdigest()]}}).encode()
+    manifest = json.dumps([{"Config": "config.json", "RepoTags": [image + ":fleet"],
+                            "Layers": ["l1/layer.tar"]}]).encode()
+    with tarfile.open(out, "w") as t:
+        t.add(layer, "l1/layer.tar")
+        for name, data in (("config.json", config), ("manifest.json", manifest)):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    os.unlink(layer)
+    return out
+
+
+def ip(*args, netns=None, check=True):
+    cmd = ["ip", *(["-n", netns] if netns else []), *args]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if check and p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: {p.stderr.strip()}")
+    return p
+
+
+class FleetLink:
+    """The fleet's side of the world in this machine's namespace: a bridge
+    holding suanlid's address, and per host a namespace joined to it by a
+    veth. Names and the link's /24 come from the tests' bridge and subnet
+    (side_network's 4th /24 from the end), so concurrent runs differ."""
+
+    def __init__(self):
+        self.bridge, net, self.prefix = side_network(4, "fl")
+        self.gateway = self.prefix + "1"
+        self.hosts = []
+        ip("link", "add", self.bridge, "type", "bridge")
+        ip("addr", "add", self.gateway + "/24", "dev", self.bridge)
+        ip("link", "set", self.bridge, "up")
+
+    def names(self, i):
+        """(namespace, this side's veth) of host i (1-based)."""
+        return f"{TEST_BRIDGE}-host{i}", f"{TEST_BRIDGE[:10]}h{i}"
+
+    def add_host(self, i):
+        """Makes host i's namespace with its link; returns its address."""
+        netns, veth = self.names(i)
+        address = f"{self.prefix}{10 + i}"
+        ip("netns", "add", netns)
+        self.hosts.append(i)
+        ip("link", "add", veth, "type", "veth", "peer", "name", "uplink", "netns", netns)
+        ip("link", "set", veth, "master", self.bridge, "up")
+        ip("link", "set", "lo", "up", netns=netns)
+        ip("addr", "add", address + "/24", "dev", "uplink", netns=netns)
+        ip("link", "set", "uplink", "up", netns=netns)
+        ip("route", "add", "default", "via", self.gateway, netns=netns)
+        return netns, address
+
+    def cut(self, i):
+        ip("link", "set", self.names(i)[1], "down")
+
+    def restore(self, i):
+        ip("link", "set", self.names(i)[1], "up")
+
+    def remove(self):
+        for i in self.hosts:
+            ip("netns", "del", self.names(i)[0], check=False)
+        ip("link", "del", self.bridge, check=False)
+
+
+class Fleet(Cluster):
+    """suanlid and FLEET_SIZE real hosts (2 simulated RTX 4090s each, so
+    that three 2-GPU instances land on three hosts) with the default image
+    imported on each. nodes[i].address is host i's address, as renters
+    reach it (SSH) and as the other hosts do."""
+
+    def __init__(self, server, nodes, link):
+        super().__init__(server, nodes[0])
+        self.nodes, self.link = nodes, link
+
+    def node_of(self, inst):
+        return next(n for n in self.nodes if n.node_id == inst["node_id"])
+
+    def cut(self, node):
+        self.link.cut(self.nodes.index(node) + 1)
+
+    def restore(self, node):
+        self.link.restore(self.nodes.index(node) + 1)
+
+    def in_host(self, node, *cmd, **kw):
+        """Runs cmd in the host's network namespace."""
+        return subprocess.run(["ip", "netns", "exec", node.netns, *cmd], capture_output=True,
+                              text=True, **kw)
+
+    def wait_state(self, user, iid, state, timeout=60):
+        try:
+            return super().wait_state(user, iid, state, timeout)
+        except AssertionError as e:
+            logs = "".join(f"\n--- host {n.node_id}:\n{n.log_text()[-1500:]}" for n in self.nodes)
+            raise AssertionError(f"{e}{logs}") from None
+
+
+@pytest.fixture(scope="session")
+def fleet(cluster):
+    d = tempfile.mkdtemp(prefix="suanli-fleet-", dir="/var/tmp")
+    link = FleetLink()
+    proxy_port = free_port()
+    server = Server(os.path.join(d, "suanlid"), {"nodes.ssh_port_min": TEST_PORTS[0],
+                                                 "nodes.ssh_port_max": TEST_PORTS[1],
+                                                 "services.proxy_port": proxy_port,
+                                                 # a cut link is seen in seconds
+                                                 "nodes.offline_after": "10s"},
+                    host=link.gateway)
+    os.makedirs(server.data_dir)
+    nodes = []
+    try:
+        server.start()
+        for i in range(1, FLEET_SIZE + 1):
+            netns, address = link.add_host(i)
+            r = server.request("POST", "/v1/admin/join-tokens", {"region": "sample-1"},
+                               token=server.admin_token)
+            assert r.status == 201, r
+            # each host's instances on a /24 of their own, on a bridge of
+            # the tests' name inside the host's namespace
+            subnet = side_network(4 + i, "xx")[1]
+            node = Node(server, os.path.join(d, f"host{i}"), r.json["token"],
+                        gpus="2:RTX 4090", proxy_port=proxy_port,
+                        network=(TEST_BRIDGE, subnet), address=address, netns=netns,
+                        extra=["--set", f"hostname=fleet-host-{i}"])
+            nodes.append(node)
+            node.start()
+        archive = image_archive(cluster.node.data_dir, IMAGE, os.path.join(d, "image.tar"))
+        admin = Cli(server, os.path.join(d, "admin"))
+        admin.run("admin", "image", "import", archive, "--name", IMAGE, check=True,
+                  env={"SUANLI_TOKEN": server.admin_token}, timeout=300)
+        os.unlink(archive)
+
+        def on_every_host():
+            items = server.request("GET", "/v1/images", token=server.admin_token).json["items"]
+            img = [i for i in items if i["name"] == IMAGE][0]
+            assert img["state"] != "failed", img
+            return img if img["nodes"] == FLEET_SIZE else None
+        wait_for(on_every_host, timeout=600, interval=1, what="the image on every host")
+        yield Fleet(server, nodes, link)
+    finally:
+        for node in nodes:
+            node.stop()
+        server.stop()
+        for node in nodes:
+            cleanup_node_state(node.data_dir)
+        link.remove()
         shutil.rmtree(d, ignore_errors=True)
