@@ -1,6 +1,7 @@
 /* Request dispatch: route lookup, authentication, idempotency, errors. */
 #include "api.h"
 #include "auth.h"
+#include "front.h"
 #include "idempotency.h"
 #include "metrics.h"
 
@@ -314,13 +315,19 @@ void api_dispatch(struct api_request *req, struct api_response *res)
                 req->srv->cfg.max_body_bytes);
         goto out;
     }
-    if (auth_authenticate(req, &err) < 0)
+    if (req->route->flags & API_FRONT) {
+        if (front_authenticate(req, &err) < 0)
+            goto out;
+    } else if (auth_authenticate(req, &err) < 0) {
         goto out;
+    }
     /* the session cookie rides along with any page's requests: only the
      * API's own pages may use it (auth.h) */
     if (auth_check_cookie_request(req, &err) < 0)
         goto out;
-    if (req->route->flags & API_NODE) {
+    if (req->route->flags & API_FRONT) {
+        /* the front's token was checked above */
+    } else if (req->route->flags & API_NODE) {
         /* a node speaks for itself only: another node's id is 404 */
         if (!req->caller.node_id[0] || strcmp(req->caller.node_id, req->params[0]) != 0) {
             sl_fail(&err, req->caller.node_id[0] ? SL_E_NOT_FOUND : SL_E_UNAUTHENTICATED,

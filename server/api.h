@@ -105,6 +105,7 @@ enum api_route_flags {
      * exist, before the body is read. Admins are renters here: their own
      * instances only. */
     API_INSTANCE = 1 << 8,
+    API_FRONT = 1 << 9, /* the front door's nginx only, with the front's token (front.h) */
 };
 
 struct api_route {

@@ -3,6 +3,7 @@
 #include "billing.h"
 #include "bootstrap.h"
 #include "catalog.h"
+#include "front.h"
 #include "http.h"
 #include "idempotency.h"
 #include "instances.h"
@@ -169,6 +170,8 @@ struct override {
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "front-config") == 0)
+        return front_config_main(argc - 1, argv + 1);
     static const struct option longopts[] = {
         { "data-dir", required_argument, NULL, 'd' },
         { "listen", required_argument, NULL, 'l' },
@@ -289,6 +292,7 @@ int main(int argc, char **argv)
     char admin_password[BOOTSTRAP_PASSWORD_MAX];
     int made_admin = 0;
     if (bootstrap_secrets(&srv, &err) < 0 ||
+        front_token_load(srv.cfg.data_dir, srv.front_token, &err) < 0 ||
         (made_admin = bootstrap_admin(&srv, admin_password, &err)) < 0)
         die("first start", &err);
     if (made_admin) {

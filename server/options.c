@@ -128,6 +128,9 @@ const struct sl_option server_options[] = {
         "service ports are published as http://INSTANCE-PORT.DOMAIN:PROXY_PORT/"),
     OPT("services.proxy_port", SL_OPT_INT, "8080", 1, 65535, services_proxy_port,
         "the port renters reach the nodes' proxies on (80: left out of links)"),
+    OPT("services.node_proxy_port", SL_OPT_INT, "0", 0, 65535, services_node_proxy_port,
+        "behind a front door (suanlid front-config): the port of the hosts' own proxies "
+        "(0: services.proxy_port)"),
     OPT("services.jupyter_port", SL_OPT_INT, "8888", 1, 65535, services_jupyter_port,
         "the port Jupyter listens on inside instances of an image that has it"),
 };

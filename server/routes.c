@@ -56,6 +56,7 @@ const struct api_route api_routes[] = {
     R("POST", "/v1/instances/{id}/ports", api_instances_ports_set, API_INSTANCE),
     R("DELETE", "/v1/instances/{id}/ports/{port}", api_instances_ports_delete, API_INSTANCE),
     R("GET", "/v1/nodes/{id}/proxy/auth", api_proxy_auth, API_NODE | API_QUIET),
+    R("GET", "/v1/front/route", api_front_route, API_FRONT | API_QUIET),
 
     R("GET", "/v1/admin/users", api_admin_users, API_ADMIN),
     R("POST", "/v1/admin/users/{id}/credit", api_admin_credit, API_ADMIN),

@@ -75,6 +75,7 @@ HANDLER(api_instances_ports_list);
 HANDLER(api_instances_ports_set);
 HANDLER(api_instances_ports_delete);
 HANDLER(api_proxy_auth);
+HANDLER(api_front_route);
 /* api-inside.c */
 HANDLER(api_nodes_instance_metadata);
 HANDLER(api_nodes_instance_stop);

@@ -61,6 +61,7 @@ struct server_config {
     int64_t services_max_ports;
     char *services_domain;
     int64_t services_proxy_port;
+    int64_t services_node_proxy_port; /* the hosts' proxies, behind a front door; 0: the same */
     int64_t services_jupyter_port;
 };
 
@@ -74,6 +75,8 @@ struct server {
     unsigned char id_hash_key[32];
     /* derived from it: seals instance secrets at rest (secrets.h) */
     unsigned char seal_key[32];
+    /* the front door's token (front.h: FRONT_TOKEN_MAX) */
+    char front_token[80];
     int64_t started_at;
 };
 

@@ -734,6 +734,59 @@ class FleetLink:
         ip("link", "del", self.bridge, check=False)
 
 
+class FrontDoor:
+    """The fleet's front door for service ports: Debian's nginx running the
+    configuration `suanlid front-config` prints, beside suanlid."""
+
+    def __init__(self, server, directory, listen):
+        self.dir, self.listen = directory, listen
+        self.port = int(listen.rsplit(":", 1)[1])
+        os.makedirs(os.path.join(directory, "tmp"), exist_ok=True)
+        p = subprocess.run([SUANLID, "front-config", "--data-dir", server.data_dir,
+                            "--server", server.url, "--listen", listen],
+                           capture_output=True, text=True, check=True)
+        with open(os.path.join(directory, "front.conf"), "w") as f:
+            f.write(p.stdout)
+        conf = os.path.join(directory, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(f"""daemon off;
+worker_processes 1;
+pid {directory}/nginx.pid;
+error_log {directory}/error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    client_body_temp_path {directory}/tmp/body;
+    proxy_temp_path {directory}/tmp/proxy;
+    fastcgi_temp_path {directory}/tmp/fastcgi;
+    uwsgi_temp_path {directory}/tmp/uwsgi;
+    scgi_temp_path {directory}/tmp/scgi;
+    include {directory}/front.conf;
+}}
+""")
+        self.proc = subprocess.Popen(["nginx", "-c", conf, "-p", directory],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        host, port = listen.rsplit(":", 1)
+
+        def listening():
+            try:
+                socket.create_connection((host, int(port)), timeout=1).close()
+                return True
+            except OSError:
+                assert self.proc.poll() is None, open(f"{directory}/error.log").read()
+                return False
+        wait_for(listening, timeout=15, what="the front door to listen")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
 class Fleet(Cluster):
     """suanlid and FLEET_SIZE real hosts (2 simulated RTX 4090s each, so
     that three 2-GPU instances land on three hosts) with the default image
@@ -770,17 +823,21 @@ class Fleet(Cluster):
 def fleet(cluster):
     d = tempfile.mkdtemp(prefix="suanli-fleet-", dir="/var/tmp")
     link = FleetLink()
-    proxy_port = free_port()
+    # the hosts' proxies on one port; renters' links on the front door's
+    proxy_port, front_port = free_port(), free_port()
     server = Server(os.path.join(d, "suanlid"), {"nodes.ssh_port_min": TEST_PORTS[0],
                                                  "nodes.ssh_port_max": TEST_PORTS[1],
-                                                 "services.proxy_port": proxy_port,
+                                                 "services.proxy_port": front_port,
+                                                 "services.node_proxy_port": proxy_port,
                                                  # a cut link is seen in seconds
                                                  "nodes.offline_after": "10s"},
                     host=link.gateway)
     os.makedirs(server.data_dir)
     nodes = []
+    front = None
     try:
         server.start()
+        front = FrontDoor(server, os.path.join(d, "front"), f"{link.gateway}:{front_port}")
         for i in range(1, FLEET_SIZE + 1):
             netns, address = link.add_host(i)
             r = server.request("POST", "/v1/admin/join-tokens", {"region": "sample-1"},
@@ -807,8 +864,12 @@ def fleet(cluster):
             assert img["state"] != "failed", img
             return img if img["nodes"] == FLEET_SIZE else None
         wait_for(on_every_host, timeout=600, interval=1, what="the image on every host")
-        yield Fleet(server, nodes, link)
+        fleet = Fleet(server, nodes, link)
+        fleet.front = front
+        yield fleet
     finally:
+        if front:
+            front.stop()
         for node in nodes:
             node.stop()
         server.stop()
