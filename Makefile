@@ -119,6 +119,7 @@ bench:
 	@bench/instances.py
 	@bench/cycles.py
 	@bench/settle.sh
+	@bench/sched.py
 
 install: all
 	install -m 0755 $(BUILD)/suanlid $(BUILD)/suanli /usr/local/bin/
