@@ -172,3 +172,28 @@ def test_cp_bad_input(env):
         assert p.returncode == 2, (args, p)
     p = cli.run("cp", "/etc/hostname", "i-nosuchthing:/root/")
     assert p.returncode == 4, p
+
+
+def password_login(inst, password, tmp_path):
+    """ssh as root with a password only, as a renter who copied it from
+    `suanli show` types it (OpenSSH reads it from SSH_ASKPASS)."""
+    askpass = tmp_path / "askpass"
+    askpass.write_text(f"#!/bin/sh\necho '{password}'\n")
+    askpass.chmod(0o700)
+    return subprocess.run(
+        ["ssh", "-p", str(inst["ssh"]["port"]), "-o", "StrictHostKeyChecking=no",
+         "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+         "-o", "PubkeyAuthentication=no", "-o", "PreferredAuthentications=password",
+         "-o", "NumberOfPasswordPrompts=1", "-o", "ConnectTimeout=10",
+         f"root@{inst['ssh']['host']}", "id -u"],
+        capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
+        env={"PATH": os.environ["PATH"], "SSH_ASKPASS": str(askpass),
+             "SSH_ASKPASS_REQUIRE": "force", "DISPLAY": ":0"})
+
+
+def test_the_root_password_logs_in_and_no_other(env, tmp_path):
+    inst = env["cluster"].get(env["user"], env["inst"]["id"])
+    p = password_login(inst, inst["ssh"]["password"], tmp_path)
+    assert (p.returncode, p.stdout.strip()) == (0, "0"), p.stderr
+    p = password_login(inst, inst["ssh"]["password"][::-1], tmp_path)
+    assert p.returncode != 0 and p.stdout == ""
