@@ -241,6 +241,9 @@ static const struct cli_option create_options[] = {
       .arg = "NAME",
       .help = "a name, one per instance of yours: commands take it where they take the id" },
     { .name = "region", .arg = "REGION", .help = "the region (default: any with the GPUs free)" },
+    { .name = "host",
+      .arg = "HOST",
+      .help = "this host only (its node id or host name, as suanli market lists them)" },
     { .name = "plan",
       .arg = "day|week|month",
       .help = "prepay the GPUs for a day, a week or a month (default: pay-as-you-go)" },
@@ -255,7 +258,7 @@ static int run_create(struct cli *cli, const struct cli_args *a)
     struct sl_error err = SL_ERROR_INIT;
     const char *model = cli_text(a, "gpu-model", NULL), *image = cli_text(a, "image", "debian-12"),
                *name = cli_text(a, "name", NULL), *region = cli_text(a, "region", NULL),
-               *plan = cli_text(a, "plan", NULL);
+               *plan = cli_text(a, "plan", NULL), *host = cli_text(a, "host", NULL);
     int64_t gpus = cli_number(a, "gpus", 1), disk = cli_number(a, "data-disk", 50),
             timeout = cli_number(a, "timeout", DEFAULT_TIMEOUT);
     bool wait = !cli_has(a, "no-wait"), auto_renew = cli_has(a, "auto-renew");
@@ -278,6 +281,8 @@ static int run_create(struct cli *cli, const struct cli_args *a)
         json_object_set_new(body, "name", json_string(name));
     if (region)
         json_object_set_new(body, "region", json_string(region));
+    if (host)
+        json_object_set_new(body, "host", json_string(host));
     if (plan)
         json_object_set_new(body, "plan", json_string(plan));
     if (auto_renew)
@@ -420,6 +425,14 @@ static int run_show(struct cli *cli, const struct cli_args *a)
     snprintf(cpu, sizeof(cpu), "%g cores", json_number_value(json_object_get(inst, "cpu_cores")));
     snprintf(sys, sizeof(sys), "%" PRId64 " GiB", jint(inst, "system_disk_gib"));
     snprintf(data, sizeof(data), "%" PRId64 " GiB", jint(inst, "data_disk_gib"));
+    /* a clone: its copy from the source ("copying 512 of 5,120 MiB from i-...") */
+    json_t *copy = json_object_get(inst, "copy");
+    cleanup_free char *copy_line =
+        json_is_object(copy)
+            ? xasprintf("%s from %s: %" PRId64 " of %" PRId64 " MiB", jstr(copy, "state"),
+                        jstr(copy, "source_id"), jint(copy, "bytes_done") >> 20,
+                        jint(copy, "bytes_total") >> 20)
+            : NULL;
     const struct output_pair pairs[] = {
         { "id", jstr(inst, "id") },
         { "name", jstr(inst, "name") },
@@ -433,6 +446,7 @@ static int run_show(struct cli *cli, const struct cli_args *a)
         { "system disk", sys },
         { "data disk", data },
         { "image", jstr(inst, "image") },
+        { "copy", copy_line },
         { "plan", plan_text(inst, plan) },
         { "plan price", prepaid(inst) ? price : NULL },
         { "charged", output_money(jint(inst, "charged_micros"), currency, charged) },
@@ -755,4 +769,82 @@ const struct cli_command cmd_release = {
     .options = release_options,
     .summary = "release an instance: its disks are deleted for good",
     .run = run_release,
+};
+
+static const struct cli_option clone_options[] = {
+    { .name = "gpu-model",
+      .arg = "MODEL",
+      .help = "the clone's GPU model (default: the source's)" },
+    { .name = "gpus",
+      .arg = "N",
+      .type = CLI_OPT_INT,
+      .min = 1,
+      .max = 8,
+      .help = "the clone's GPUs (default: as many as the source)" },
+    { .name = "host",
+      .arg = "HOST",
+      .help = "this host only (its node id or host name, as suanli market lists them)" },
+    { .name = "name", .arg = "NAME", .help = "the clone's name (default: its id)" },
+    { .name = "no-wait", .help = "return at once, while the disks are copied" },
+    { .name = "timeout",
+      .arg = "SECONDS",
+      .type = CLI_OPT_INT,
+      .min = 1,
+      .max = MAX_TIMEOUT,
+      .help = "wait at most this long for the copy and the start (default 3600); the copy "
+              "goes on after" },
+    { 0 },
+};
+
+/* A new instance on another host with a stopped instance's disks, copied
+ * host to host; the source stays as it is. */
+static int run_clone(struct cli *cli, const struct cli_args *a)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    const char *model = cli_text(a, "gpu-model", NULL), *host = cli_text(a, "host", NULL),
+               *name = cli_text(a, "name", NULL);
+    int64_t timeout = cli_number(a, "timeout", 3600);
+    bool wait = !cli_has(a, "no-wait");
+    char key[33];
+    int status;
+
+    if ((status = cli_need_token(cli)))
+        return status;
+    cleanup_json json_t *found = cli_instance_find(cli, a->argv[0], &err);
+    if (!found)
+        return cli_fail(&err);
+    cleanup_free char *path = cli_instance_path(jstr(found, "id"), "clone");
+    cleanup_json json_t *body = json_object();
+    if (model)
+        json_object_set_new(body, "gpu_model", json_string(model));
+    if (cli_has(a, "gpus"))
+        json_object_set_new(body, "gpus", json_integer(cli_number(a, "gpus", 1)));
+    if (host)
+        json_object_set_new(body, "host", json_string(host));
+    if (name)
+        json_object_set_new(body, "name", json_string(name));
+    /* a retry of this very request never makes a second clone */
+    sl_random_hex(key, 16);
+    cleanup_json json_t *inst = NULL;
+    if (sl_client_request(&cli->client, "POST", path, body, key, &inst, &err) < 0)
+        return cli_fail(&err);
+    status = wait ? wait_for(cli, &inst, "running", timeout) : CLI_EXIT_OK;
+    if (cli->output == OUTPUT_JSON)
+        output_json(stdout, inst);
+    else if (status == CLI_EXIT_OK && !wait)
+        printf("cloning %s into %s: follow it with suanli show %s\n", jstr(found, "id"),
+               jstr(inst, "id"), jstr(inst, "id"));
+    else if (status == CLI_EXIT_OK)
+        print_access(inst);
+    return status;
+}
+
+const struct cli_command cmd_clone = {
+    .name = "clone",
+    .aliases = { "instance clone" },
+    .args = "ID|NAME",
+    .options = clone_options,
+    .summary = "a new instance (on another host: --host) with a stopped instance's system and "
+               "data disks, copied and checked; waits until it runs. The source stays as it is",
+    .run = run_clone,
 };

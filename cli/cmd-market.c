@@ -1,12 +1,14 @@
 /* market, regions, gpu-models: the catalog a renter chooses from. */
 #include "cli.h"
 
+#include "../lib/buf.h"
 #include "../lib/cleanup.h"
 #include "../lib/json.h"
 #include "../lib/xalloc.h"
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 /* "24 GiB" from MiB, with one decimal when it is not whole. */
 static char *gib(int64_t mib, char *buf)
@@ -30,6 +32,62 @@ static char *region_path(const struct cli_args *a, const char *base)
     cleanup_free char *r = region ? sl_client_escape(region) : NULL;
 
     return r ? xasprintf("%s?region=%s", base, r) : xstrdup(base);
+}
+
+static const struct cli_option market_options[] = {
+    { .name = "region", .arg = "REGION", .help = "only one region (default: all)" },
+    { .name = "gpu-model", .arg = "MODEL", .help = "only one GPU model (its name or id)" },
+    { .name = "min-free",
+      .arg = "N",
+      .type = CLI_OPT_INT,
+      .min = 0,
+      .max = 1024,
+      .help = "only hosts where an instance can get N GPUs now" },
+    { .name = "min-vram",
+      .arg = "GIB",
+      .type = CLI_OPT_INT,
+      .min = 0,
+      .max = 1 << 20,
+      .help = "only GPUs with this much memory, in GiB (24 takes a 24 GB card)" },
+    { .name = "cuda",
+      .arg = "VERSION",
+      .help = "only hosts whose driver runs this CUDA version or newer, such as 12.2" },
+    { 0 },
+};
+
+/* /v1/market with the filters given; a new string. */
+static char *market_path(const struct cli_args *a)
+{
+    static const struct {
+        const char *option, *param;
+    } text[] = { { "region", "region" }, { "gpu-model", "gpu_model" }, { "cuda", "cuda" } },
+      numbers[] = { { "min-free", "min_free" }, { "min-vram", "min_vram_gib" } };
+    cleanup_buf struct sl_buf path = SL_BUF_INIT;
+
+    sl_buf_addf(&path, "/v1/market");
+    for (size_t i = 0; i < ARRAY_SIZE(text); i++) {
+        const char *v = cli_text(a, text[i].option, NULL);
+        cleanup_free char *e = v ? sl_client_escape(v) : NULL;
+        if (e)
+            sl_buf_addf(&path, "%s%s=%s", strchr(path.data, '?') ? "&" : "?", text[i].param, e);
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(numbers); i++)
+        if (cli_has(a, numbers[i].option))
+            sl_buf_addf(&path, "%s%s=%" PRId64, strchr(path.data, '?') ? "&" : "?",
+                        numbers[i].param, cli_number(a, numbers[i].option, 0));
+    return xstrdup(path.data);
+}
+
+/* "0.25" cores from millicores: whole cores without decimals. */
+static char *cores(int64_t millicores, char *buf)
+{
+    if (millicores % 1000 == 0)
+        snprintf(buf, 32, "%" PRId64, millicores / 1000);
+    else if (millicores % 100 == 0)
+        snprintf(buf, 32, "%" PRId64 ".%" PRId64, millicores / 1000, millicores % 1000 / 100);
+    else
+        snprintf(buf, 32, "%" PRId64 ".%02" PRId64, millicores / 1000, millicores % 1000 / 10);
+    return buf;
 }
 
 static const char *price(json_t *j, const char *key, const char *currency, const char *unit,
@@ -67,7 +125,7 @@ static int run_market(struct cli *cli, const struct cli_args *a)
 
     if ((status = cli_need_token(cli)))
         return status;
-    cleanup_free char *path = region_path(a, "/v1/market");
+    cleanup_free char *path = market_path(a);
     if (sl_client_request(&cli->client, "GET", path, NULL, NULL, &market, &err) < 0)
         return cli_fail(&err);
     if (cli->output == OUTPUT_JSON) {
@@ -75,11 +133,49 @@ static int run_market(struct cli *cli, const struct cli_args *a)
         return CLI_EXIT_OK;
     }
     const char *currency = jstr(market, "currency");
-    static const char *const headers[] = { "REGION",  "GPU",   "VRAM",       "CPU/GPU",
-                                           "MEM/GPU", "PRICE", "FREE/TOTAL", "HOSTS" };
     struct table t;
-    size_t i, j;
+    size_t i, j, offers = 0;
     json_t *r, *m;
+    /* the hosts first, as AutoDL lists them; then the models and prices */
+    static const char *const host_headers[] = { "REGION", "HOST",   "NODE",    "GPU",
+                                                "FREE",   "VRAM",   "CPU/GPU", "MEM/GPU",
+                                                "DISK",   "DRIVER", "CUDA",    "PRICE" };
+    table_init(&t, ARRAY_SIZE(host_headers), host_headers);
+    json_array_foreach(json_object_get(market, "items"), i, r)
+    {
+        json_array_foreach(json_object_get(r, "hosts"), j, m)
+        {
+            char vram[32], cpu[32], mem[32], disk[32], per_hour[64], gpus[80];
+            snprintf(gpus, sizeof(gpus), "%" PRId64 "/%" PRId64 "%s", jint(m, "gpus_free"),
+                     jint(m, "gpus_total"),
+                     json_is_true(json_object_get(m, "simulated")) ? " (simulated)" : "");
+            snprintf(disk, sizeof(disk), "%" PRId64 " GiB", jint(m, "data_disk_free_gib"));
+            const char *row[] = {
+                jstr(r, "region"),
+                jstr(m, "hostname"),
+                jstr(m, "node_id"),
+                jstr(m, "gpu_model"),
+                gpus,
+                gib(jint(m, "vram_mib"), vram),
+                cores(jint(m, "cpu_millicores_per_gpu"), cpu),
+                gib(jint(m, "memory_mib_per_gpu"), mem),
+                disk,
+                jstr(m, "driver_version"),
+                jstr(m, "cuda_version"),
+                price(m, "price_per_hour_micros", currency, "/h", per_hour, sizeof(per_hour)),
+            };
+            table_add(&t, row);
+            offers++;
+        }
+    }
+    if (offers) {
+        table_print(&t, stdout);
+        printf("\n");
+    }
+    table_release(&t);
+    /* per model, the catalog's CPU and memory per GPU: the most a host gives */
+    static const char *const headers[] = { "REGION",      "GPU",   "VRAM",       "MAX CPU/GPU",
+                                           "MAX MEM/GPU", "PRICE", "FREE/TOTAL", "HOSTS" };
     table_init(&t, ARRAY_SIZE(headers), headers);
     json_array_foreach(json_object_get(market, "items"), i, r)
     {
@@ -200,8 +296,9 @@ static int run_gpu_models(struct cli *cli, const struct cli_args *a)
 
 const struct cli_command cmd_market = {
     .name = "market",
-    .options = region_options,
-    .summary = "GPU models for rent in each region, with prices and free GPUs",
+    .options = market_options,
+    .summary = "the hosts for rent in each region (free GPUs, CPU and memory per GPU, disk, "
+               "driver, price) and the GPU models",
     .run = run_market,
 };
 

@@ -50,6 +50,20 @@ static char *gpus_text(json_t *node, char *buf, size_t size)
     return buf;
 }
 
+/* "online", "online, draining", "lost, cordoned": how the host stands and
+ * the operator's mark. */
+static const char *node_state_text(json_t *node, char *buf, size_t size)
+{
+    bool draining = json_is_true(json_object_get(node, "draining"));
+    bool cordoned = json_is_true(json_object_get(node, "cordoned"));
+
+    snprintf(buf, size, "%s%s", jstr(node, "state") ? jstr(node, "state") : "?",
+             draining   ? ", draining"
+             : cordoned ? ", cordoned"
+                        : "");
+    return buf;
+}
+
 static int run_node_ls(struct cli *cli, const struct cli_args *a)
 {
     struct sl_error err = SL_ERROR_INIT;
@@ -73,7 +87,7 @@ static int run_node_ls(struct cli *cli, const struct cli_args *a)
     table_init(&t, ARRAY_SIZE(headers), headers);
     json_array_foreach(json_object_get(list, "items"), i, node)
     {
-        char gpus[192], cpu[32], mem[32], disk[64];
+        char gpus[192], cpu[32], mem[32], disk[64], state[64];
         snprintf(cpu, sizeof(cpu), "%" PRId64, jint(node, "cpu_cores"));
         snprintf(disk, sizeof(disk), "%" PRId64 "/%" PRId64 " GiB free",
                  jint(node, "disk_free_gib"), jint(node, "disk_total_gib"));
@@ -81,7 +95,7 @@ static int run_node_ls(struct cli *cli, const struct cli_args *a)
             jstr(node, "id"),
             jstr(node, "hostname"),
             jstr(node, "region"),
-            jstr(node, "state"),
+            node_state_text(node, state, sizeof(state)),
             gpus_text(node, gpus, sizeof(gpus)),
             cpu,
             gib(jint(node, "memory_mib"), mem),
@@ -94,6 +108,26 @@ static int run_node_ls(struct cli *cli, const struct cli_args *a)
     table_print(&t, stdout);
     table_release(&t);
     return CLI_EXIT_OK;
+}
+
+/* "2: i-1 (running, month), i-2 (stopped, payg)": what still lives there. */
+static const char *instances_text(json_t *node, char *buf, size_t size)
+{
+    json_t *list = json_object_get(node, "instances"), *in;
+    size_t i, off;
+
+    off = (size_t)snprintf(buf, size, "%zu", json_array_size(list));
+    json_array_foreach(list, i, in)
+    {
+        int n = snprintf(buf + off, size - off, "%s%s (%s, %s)", i ? ", " : ": ", jstr(in, "id"),
+                         jstr(in, "state"), jstr(in, "plan"));
+        if (n < 0 || (size_t)n >= size - off) {
+            snprintf(buf + off, size - off, ", ...");
+            break;
+        }
+        off += (size_t)n;
+    }
+    return buf;
 }
 
 static int run_node_show(struct cli *cli, const struct cli_args *a)
@@ -112,7 +146,8 @@ static int run_node_show(struct cli *cli, const struct cli_args *a)
         output_json(stdout, node);
         return CLI_EXIT_OK;
     }
-    char gpus[192], cpu[32], mem[32], disk[64], disks[160], heartbeat[32], created[32];
+    char gpus[192], cpu[32], mem[32], disk[64], disks[160], heartbeat[32], created[32], state[64],
+        instances[512];
     snprintf(cpu, sizeof(cpu), "%" PRId64 " cores", jint(node, "cpu_cores"));
     snprintf(disk, sizeof(disk), "%" PRId64 " GiB free of %" PRId64 " GiB",
              jint(node, "disk_free_gib"), jint(node, "disk_total_gib"));
@@ -127,7 +162,11 @@ static int run_node_show(struct cli *cli, const struct cli_args *a)
         { "hostname", jstr(node, "hostname") },
         { "address", jstr(node, "address") },
         { "region", jstr(node, "region") },
-        { "state", jstr(node, "state") },
+        { "state", node_state_text(node, state, sizeof(state)) },
+        { "reason", jstr(node, "cordon_reason") && *jstr(node, "cordon_reason")
+                        ? jstr(node, "cordon_reason")
+                        : NULL },
+        { "instances", instances_text(node, instances, sizeof(instances)) },
         { "gpus", gpus_text(node, gpus, sizeof(gpus)) },
         { "cpu", cpu },
         { "memory", gib(jint(node, "memory_mib"), mem) },
@@ -170,6 +209,103 @@ static int run_node_show(struct cli *cli, const struct cli_args *a)
     table_print(&t, stdout);
     table_release(&t);
     return CLI_EXIT_OK;
+}
+
+static const struct cli_option cordon_options[] = {
+    { .name = "reason",
+      .arg = "TEXT",
+      .help = "why, shown to the host's renters (\"disk swap until 18:00\")" },
+    { 0 },
+};
+
+/* POST /v1/admin/nodes/ID/VERB with the --reason given: the answer. */
+static json_t *node_verb(struct cli *cli, const struct cli_args *a, const char *verb,
+                         struct sl_error *err)
+{
+    cleanup_free char *id = sl_client_escape(a->argv[0]);
+    cleanup_free char *path = xasprintf("/v1/admin/nodes/%s/%s", id, verb);
+    cleanup_json json_t *body = json_object();
+    json_t *out = NULL;
+
+    if (strcmp(verb, "uncordon") != 0 && cli_has(a, "reason"))
+        json_object_set_new(body, "reason", json_string(cli_text(a, "reason", "")));
+    if (sl_client_request(&cli->client, "POST", path, body, NULL, &out, err) < 0)
+        return NULL;
+    return out;
+}
+
+/* "i-1, i-2" or "none". */
+static void print_ids(const char *what, json_t *ids)
+{
+    json_t *v;
+    size_t i;
+
+    printf("%s: %s", what, json_array_size(ids) ? "" : "none");
+    json_array_foreach(ids, i, v) printf("%s%s", i ? ", " : "", json_string_value(v));
+    putchar('\n');
+}
+
+static int run_node_cordon(struct cli *cli, const struct cli_args *a)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    int status;
+
+    if ((status = cli_need_token(cli)))
+        return status;
+    cleanup_json json_t *node = node_verb(cli, a, "cordon", &err);
+    if (!node)
+        return cli_fail(&err);
+    if (cli->output == OUTPUT_JSON) {
+        output_json(stdout, node);
+        return CLI_EXIT_OK;
+    }
+    printf("cordoned %s: nothing new is placed there; its instances run on (suanli admin node "
+           "drain %s stops the pay-as-you-go ones; suanli admin node uncordon %s reopens it)\n",
+           a->argv[0], a->argv[0], a->argv[0]);
+    return CLI_EXIT_OK;
+}
+
+static int run_node_drain(struct cli *cli, const struct cli_args *a)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    int status;
+
+    if ((status = cli_need_token(cli)))
+        return status;
+    cleanup_json json_t *out = node_verb(cli, a, "drain", &err);
+    if (!out)
+        return cli_fail(&err);
+    if (cli->output == OUTPUT_JSON) {
+        output_json(stdout, out);
+        return CLI_EXIT_OK;
+    }
+    printf("draining %s: nothing new is placed or started there\n", a->argv[0]);
+    print_ids("stopped (pay-as-you-go)", json_object_get(out, "stopped"));
+    print_ids("running to the end of their plan", json_object_get(out, "running_on_plan"));
+    printf("remove it once nothing lives there: suanli admin node remove %s\n", a->argv[0]);
+    return CLI_EXIT_OK;
+}
+
+static int run_node_uncordon(struct cli *cli, const struct cli_args *a)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    int status;
+
+    if ((status = cli_need_token(cli)))
+        return status;
+    cleanup_json json_t *node = node_verb(cli, a, "uncordon", &err);
+    if (!node)
+        return cli_fail(&err);
+    if (cli->output == OUTPUT_JSON)
+        output_json(stdout, node);
+    else
+        printf("uncordoned %s: it takes instances again\n", a->argv[0]);
+    return CLI_EXIT_OK;
+}
+
+static int run_node_remove(struct cli *cli, const struct cli_args *a)
+{
+    return cli_remove_one(cli, a, "/v1/admin/nodes", "node");
 }
 
 static const struct cli_option join_token_create_options[] = {
@@ -281,6 +417,39 @@ const struct cli_command cmd_admin_node_show = {
     .args = "ID",
     .summary = "a GPU host's inventory and each of its GPUs",
     .run = run_node_show,
+};
+
+const struct cli_command cmd_admin_node_cordon = {
+    .name = "admin node cordon",
+    .args = "ID",
+    .options = cordon_options,
+    .summary = "stop placing instances on a host (its instances run on; a stopped one starts "
+               "there only in no-GPU mode or on a plan)",
+    .run = run_node_cordon,
+};
+
+const struct cli_command cmd_admin_node_drain = {
+    .name = "admin node drain",
+    .args = "ID",
+    .options = cordon_options,
+    .summary = "cordon a host and stop its pay-as-you-go instances, telling their renters; "
+               "instances on a plan run to its end",
+    .run = run_node_drain,
+};
+
+const struct cli_command cmd_admin_node_uncordon = {
+    .name = "admin node uncordon",
+    .args = "ID",
+    .summary = "end a cordon or a drain: the host takes instances again",
+    .run = run_node_uncordon,
+};
+
+const struct cli_command cmd_admin_node_remove = {
+    .name = "admin node remove",
+    .aliases = { "admin node rm" },
+    .args = "ID",
+    .summary = "remove a host that holds no instance (its token stops working)",
+    .run = run_node_remove,
 };
 
 const struct cli_command cmd_admin_join_token_create = {

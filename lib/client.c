@@ -23,6 +23,8 @@ void sl_client_init(struct sl_client *c, const char *server, const char *token)
     c->server = server;
     c->token = token;
     c->curl = NULL;
+    c->timeout_s = 0;
+    c->cancel = NULL;
 }
 
 void sl_client_release(struct sl_client *c)
@@ -36,6 +38,18 @@ static size_t collect(char *data, size_t size, size_t n, void *userdata)
 {
     sl_buf_add(userdata, data, size * n);
     return size * n;
+}
+
+/* libcurl calls it about once a second even while no byte moves */
+static int check_cancel(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                        curl_off_t ulnow)
+{
+    const struct sl_client *c = arg;
+    (void)dltotal;
+    (void)dlnow;
+    (void)ultotal;
+    (void)ulnow;
+    return c->cancel && *c->cancel;
 }
 
 static void cleanup_slist(struct curl_slist **l)
@@ -136,16 +150,26 @@ int sl_client_request(struct sl_client *c, const char *method, const char *path,
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, &answer);
     curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, curl_error);
     curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, CONNECT_TIMEOUT_S);
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT, REQUEST_TIMEOUT_S);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT, c->timeout_s > 0 ? c->timeout_s : REQUEST_TIMEOUT_S);
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    if (c->cancel) {
+        curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, check_cancel);
+        curl_easy_setopt(curl, CURLOPT_XFERINFODATA, c);
+        curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+    }
     rc = curl_easy_perform(curl);
+    if (rc == CURLE_ABORTED_BY_CALLBACK)
+        return sl_fail(err, SL_E_UNAVAILABLE, "cancelled", "the request to '%s' was cancelled",
+                       c->server);
     if (rc != CURLE_OK) {
         return sl_fail(err, SL_E_UNAVAILABLE, "unreachable",
                        "unable to reach the server at '%s' (%s): check --server or SUANLI_URL",
                        c->server, curl_error[0] ? curl_error : curl_easy_strerror(rc));
     }
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+    if (status == 304)
+        return 0;
     if (status < 200 || status > 299)
         return fail_http(status, method, url, answer.data, answer.len, err);
     if (answer.len > 0) {
@@ -345,6 +369,8 @@ int sl_client_upload(struct sl_client *c, const char *method, const char *path, 
                        c->server, curl_error[0] ? curl_error : curl_easy_strerror(rc));
     }
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+    if (status == 304)
+        return 0;
     if (status < 200 || status > 299)
         return fail_http(status, method, url, answer.data, answer.len, err);
     *out = answer.len ? json_loadb(answer.data, answer.len, 0, NULL) : NULL;

@@ -14,6 +14,10 @@ struct sl_client {
     const char *server; /* base URL without trailing '/', borrowed */
     const char *token;  /* bearer token or NULL, borrowed */
     void *curl;         /* CURL *, made on first use */
+    long timeout_s;     /* a request's whole time; 0: two minutes */
+    /* when set and true, a request in flight ends within about a second
+     * (SL_E_UNAVAILABLE, code "cancelled"): a long-poll's way out */
+    const volatile bool *cancel;
 };
 
 void sl_client_init(struct sl_client *c, const char *server, const char *token);

@@ -37,12 +37,22 @@ struct agent {
     struct net_config net;
     struct node_host host;
     char *runc_root, *net_state;
+    char *lxcfs_dir; /* lxcfs.h; NULL: none */
     int64_t heartbeat_s;
-    int64_t revision;
-    json_t *failures; /* {id: {"generation": g, "message": m}} */
-    bool first_pass;  /* the first convergence since the agent started */
+    volatile bool *stop; /* set by a signal: the agent is stopping */
+    bool first_pass;     /* the first convergence since the agent started */
+    /* Guarded by lock: what the poller, the instance workers (converge.c),
+     * the image threads and the loop share. */
     pthread_mutex_t lock;
-    json_t *builds; /* {name: "building" | "failed: ..."}, guarded by lock */
+    pthread_cond_t wake; /* the loop waits on it: a new desired state, a worker done */
+    bool kicked;         /* something the loop should look at at once */
+    bool acted;          /* a worker acted: the heartbeat goes at once */
+    json_t *desired;     /* the newest desired state; the poller replaces it */
+    int64_t revision;    /* its revision */
+    json_t *failures;    /* {id: {"generation": g, "message": m}} */
+    json_t *retries;     /* {id: {"message": m, "delay_ms": d, "next_ms": t}}: a step backing off */
+    json_t *inflight;    /* {id: true}: a worker is converging it */
+    json_t *builds;      /* {name: "building" | "failed: ..."} */
     struct proxy proxy;
     char *proxy_dir;
     bool proxy_warned;
@@ -63,14 +73,28 @@ int agent_enroll(struct agent *a, struct sl_error *err);
 /* converge.c: each instance of the desired state. */
 
 /* Brings one desired instance (d: {id, desired, generation, ...}) to what
- * is desired: starts, restarts, stops or releases it. A failed start is
- * kept in a->failures and not tried again until its generation changes.
- * True when it acted (the heartbeat then goes at once). */
-bool agent_converge_instance(struct agent *a, json_t *d);
+ * is desired: starts, restarts, stops or releases it, or brings a running
+ * one's SSH keys up to date. A failed start is kept in a->failures and not
+ * tried again until its generation changes; a stop or release that fails
+ * is tried again after a delay that doubles up to a minute (a->retries),
+ * its message logged once and reported to suanlid. Runs in a worker of its
+ * own (agent_converge_start); first_pass: the agent's first pass. True
+ * when it acted (the heartbeat then goes at once). */
+bool agent_converge_instance(struct agent *a, json_t *d, bool first_pass);
+
+/* Hands each desired instance that no worker holds and that is not backing
+ * off to a worker thread of its own, so a slow start (an image, a large
+ * disk) never holds up another's. revision: the desired state's; a worker
+ * that ends after a newer one came wakes the loop for it. */
+void agent_converge_start(struct agent *a, json_t *instances, int64_t revision);
+
+/* Waits until no worker runs (the agent is stopping). */
+void agent_converge_drain(struct agent *a);
 
 /* What the host has of one desired instance, for the heartbeat: {id, state
  * (running, stopped, absent or failed), generation, and message or
- * oom_kills}. A new reference. */
+ * oom_kills}; NULL while a worker converges it (its state is moving). A
+ * new reference. */
 json_t *agent_instance_report(struct agent *a, json_t *d);
 
 /* image-fetch.c: images the desired state names. */

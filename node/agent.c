@@ -5,6 +5,8 @@
 #include "agent-internal.h"
 #include "fsutil.h"
 #include "inventory.h"
+#include "lxcfs.h"
+#include "transfer.h"
 #include "../lib/cleanup.h"
 #include "../lib/config.h"
 #include "../lib/json.h"
@@ -17,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define STRINGIFY_(x) #x
@@ -44,7 +47,12 @@ const struct sl_option agent_options[] = {
     OPT("network.subnet", SL_OPT_STRING, "10.88.0.0/16", 0, 0, subnet,
         "the bridge's private subnet"),
     OPT("runtime", SL_OPT_STRING, "runc", 0, 0, runtime, "OCI runtime binary"),
-    OPT("poll_ms", SL_OPT_INT, "200", 20, 60000, poll_ms, "how often the desired state is read"),
+    OPT("lxcfs", SL_OPT_STRING, "auto", 0, 0, lxcfs,
+        "what shows instances their own memory and CPUs in free, top and /proc: auto (an lxcfs "
+        "the agent starts at DATA/lxcfs, when installed), off, or the path of a running lxcfs"),
+    OPT("poll_ms", SL_OPT_INT, "200", 20, 60000, poll_ms,
+        "how often each instance on the host is checked against its desired state (which "
+        "suanlid sends the moment it changes)"),
     OPT("stop_grace_ms", SL_OPT_INT, "10000", 0, 600000, stop_grace_ms,
         "time between SIGTERM and SIGKILL on stop"),
     OPT("ssh_wait_ms", SL_OPT_INT, "10000", 100, 600000, ssh_wait_ms,
@@ -55,6 +63,11 @@ const struct sl_option agent_options[] = {
         "the nginx binary; \"off\": no service ports on this node"),
     OPT("metadata.port", SL_OPT_INT, "8775", 0, 65535, metadata_port,
         "port on the bridge's gateway that 169.254.169.254:80 inside instances maps to; 0: off"),
+    OPT("transfer.port", SL_OPT_INT, STRINGIFY(TRANSFER_PORT_DEFAULT), 0, 65535, transfer_port,
+        "port on the host's address where other hosts copy the disks of instances being cloned "
+        "(with a one-time token from suanlid); 0: off"),
+    OPT("transfer.retry_s", SL_OPT_INT, "60", 1, 86400, transfer_retry_s,
+        "how long a clone's copy waits for a silent source host before it fails"),
     OPT("images.max_bytes", SL_OPT_INT, STRINGIFY(IMAGE_MAX_BYTES_DEFAULT), 1 << 20, 1LL << 50,
         image_max_bytes,
         "an image import unpacks at most this many bytes (uncompressed tar, all layers)"),
@@ -147,14 +160,25 @@ static int setup(struct agent *a, struct sl_error *err)
                                   .bridge = cfg->bridge,
                                   .subnet = cfg->subnet,
                                   .state_dir = a->net_state };
-    a->host = (struct node_host){ .data_dir = cfg->data_dir, .runtime = &a->rt, .net = &a->net };
+    bool lxcfs_own;
+    if (lxcfs_ensure(cfg->lxcfs, cfg->data_dir, &a->lxcfs_dir, &lxcfs_own, err) < 0)
+        return -1;
+    a->host = (struct node_host){ .data_dir = cfg->data_dir,
+                                  .runtime = &a->rt,
+                                  .net = &a->net,
+                                  .lxcfs_dir = a->lxcfs_dir,
+                                  .lxcfs_own = lxcfs_own };
     if (setup_proxy(a, err) < 0)
         return -1;
     a->failures = json_object();
+    a->retries = json_object();
+    a->inflight = json_object();
     a->first_pass = true;
     a->builds = json_object();
+    a->desired = json_pack("{s:I, s:[], s:[]}", "revision", (json_int_t)0, "instances", "images");
     a->heartbeat_s = 3;
     pthread_mutex_init(&a->lock, NULL);
+    pthread_cond_init(&a->wake, NULL);
     sl_client_init(&a->client, cfg->server, NULL);
     int rc = agent_identity_load(a, err);
     if (rc < 0)
@@ -175,45 +199,112 @@ static int setup(struct agent *a, struct sl_error *err)
         if (!a->metadata)
             return -1;
     }
+    /* disk copies for clones: a port taken is logged, not fatal */
+    transfer_server_start(cfg->data_dir, cfg->address, (unsigned)cfg->transfer_port);
     return 0;
+}
+
+/* How long suanlid holds a read of the desired state open while nothing
+ * changes (GET /v1/nodes/{id}/desired?after=REVISION&wait=SECONDS). */
+#define LONG_POLL_S 25
+
+static void wait_ms(struct agent *a, int64_t ms)
+{
+    for (int64_t left = ms; left > 0 && !*a->stop; left -= 100)
+        usleep((useconds_t)(left < 100 ? left : 100) * SL_USEC_PER_MSEC);
+}
+
+/* The desired state, read as it changes: a long-poll that suanlid answers
+ * the moment the node's revision passes the one the agent has (or, with
+ * 304, after LONG_POLL_S). A suanlid that does not wait (an older one)
+ * answers at once: the agent then reads it every poll_ms, as before. */
+static void *desired_reader(void *p)
+{
+    struct agent *a = p;
+    struct sl_client c;
+    int64_t after = 0;
+    bool warned = false;
+
+    sl_client_init(&c, a->cfg->server, a->token);
+    c.timeout_s = LONG_POLL_S + 20;
+    c.cancel = a->stop;
+    while (!*a->stop) {
+        struct sl_error e = SL_ERROR_INIT;
+        json_t *fresh = NULL;
+        /* after a failure, a read that answers at once: suanlid back (with
+         * nothing new) is known at once, not after a whole wait */
+        cleanup_free char *path = xasprintf("/v1/nodes/%s/desired?after=%lld&wait=%d", a->node_id,
+                                            (long long)after, warned ? 0 : LONG_POLL_S);
+        int64_t asked = sl_time_mono_ms();
+        if (sl_client_request(&c, "GET", path, NULL, NULL, &fresh, &e) < 0) {
+            if (*a->stop)
+                break;
+            if (!warned) /* keep converging to the last desired state: instances run on */
+                log_warn("agent: cannot read the desired state: %s", e.message);
+            warned = true;
+            wait_ms(a, a->cfg->poll_ms > 1000 ? a->cfg->poll_ms : 1000);
+            continue;
+        }
+        if (warned)
+            log_info("agent: desired state readable again from %s", a->cfg->server);
+        warned = false;
+        if (!fresh)
+            continue; /* 304: nothing changed while it waited */
+        int64_t revision = json_integer_value(json_object_get(fresh, "revision"));
+        bool unchanged = revision <= after;
+        pthread_mutex_lock(&a->lock);
+        json_decref(a->desired);
+        a->desired = fresh;
+        a->revision = revision;
+        a->kicked = true;
+        pthread_cond_broadcast(&a->wake);
+        pthread_mutex_unlock(&a->lock);
+        after = revision;
+        if (unchanged && sl_time_mono_ms() - asked < LONG_POLL_S * SL_MSEC_PER_SEC / 2)
+            wait_ms(a, a->cfg->poll_ms);
+    }
+    sl_client_release(&c);
+    return NULL;
 }
 
 int agent_run(struct agent_config *cfg, volatile bool *stop, struct sl_error *err)
 {
-    struct agent a = { .cfg = cfg };
-    cleanup_json json_t *desired =
-        json_pack("{s:I, s:[], s:[]}", "revision", (json_int_t)0, "instances", "images");
+    struct agent a = { .cfg = cfg, .stop = stop };
     int64_t next_heartbeat = 0;
-    bool warned = false;
+    bool hb_warned = false;
+    pthread_t reader;
 
     if (setup(&a, err) < 0)
         return -1;
-    cleanup_free char *path = xasprintf("/v1/nodes/%s/desired", a.node_id);
     log_info("agent: node %s serving %s from %s", a.node_id, cfg->address, cfg->server);
+    if (pthread_create(&reader, NULL, desired_reader, &a) != 0)
+        return sl_fail(err, SL_E_INTERNAL, "thread", "unable to start the desired-state reader");
     while (!*stop) {
         struct sl_error e = SL_ERROR_INIT;
-        json_t *fresh = NULL;
-        bool acted = false;
-        if (sl_client_request(&a.client, "GET", path, NULL, NULL, &fresh, &e) == 0 && fresh) {
-            json_decref(desired);
-            desired = fresh;
-            a.revision = json_integer_value(json_object_get(desired, "revision"));
-            if (warned)
-                log_info("agent: desired state readable again from %s", cfg->server);
-            warned = false;
-        } else if (!warned) {
-            /* keep converging to the last desired state: instances run on */
-            log_warn("agent: cannot read the desired state: %s", e.message);
-            warned = true;
+        pthread_mutex_lock(&a.lock);
+        cleanup_json json_t *desired = json_incref(a.desired);
+        bool acted = a.acted;
+        a.acted = a.kicked = false;
+        pthread_mutex_unlock(&a.lock);
+
+        /* first: what the workers that just finished reached, before this
+         * pass's workers take their instances again */
+        if (acted || sl_time_mono_ms() >= next_heartbeat) {
+            if (agent_heartbeat(&a, desired, &e) < 0) {
+                /* suanlid unreachable: the desired-state reader says so */
+                if (!hb_warned && strcmp(e.code, "unreachable") != 0)
+                    log_warn("agent: heartbeat: %s", e.message);
+                hb_warned = true;
+            } else {
+                hb_warned = false;
+            }
+            next_heartbeat = sl_time_mono_ms() + a.heartbeat_s * SL_MSEC_PER_SEC;
         }
-        size_t i;
-        json_t *d;
-        json_array_foreach(json_object_get(desired, "instances"), i, d)
-        {
-            acted |= agent_converge_instance(&a, d);
-        }
-        if (fresh)
-            a.first_pass = false; /* converged to what suanlid says now */
+        transfer_sync(desired); /* disks exported, copies still wanted (transfer.h) */
+        agent_converge_start(&a, json_object_get(desired, "instances"),
+                             json_integer_value(json_object_get(desired, "revision")));
+        if (json_integer_value(json_object_get(desired, "revision")) > 0)
+            a.first_pass = false; /* converging to what suanlid says now */
         /* each running instance's port pinned to its MAC and IP, however
          * the table went (a reboot, a flushed ruleset): see net.h */
         if (net_pin(&a.net, &e) < 0) {
@@ -231,19 +322,31 @@ int agent_run(struct agent_config *cfg, volatile bool *stop, struct sl_error *er
             log_warn("agent: service ports: %s", e.message);
             a.proxy_warned = true;
         }
-        if (acted || sl_time_mono_ms() >= next_heartbeat) {
-            if (agent_heartbeat(&a, desired, &e) < 0 && !warned)
-                log_warn("agent: heartbeat: %s", e.message);
-            next_heartbeat = sl_time_mono_ms() + a.heartbeat_s * SL_MSEC_PER_SEC;
+        /* until the next check, a new desired state or a worker done */
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        int64_t ns = until.tv_nsec + (cfg->poll_ms % 1000) * 1000000;
+        until.tv_sec += cfg->poll_ms / 1000 + ns / 1000000000;
+        until.tv_nsec = ns % 1000000000;
+        pthread_mutex_lock(&a.lock);
+        while (!a.kicked && !*stop) {
+            if (pthread_cond_timedwait(&a.wake, &a.lock, &until) != 0)
+                break;
         }
-        usleep((useconds_t)cfg->poll_ms * SL_USEC_PER_MSEC);
+        pthread_mutex_unlock(&a.lock);
     }
+    pthread_join(reader, NULL);
+    agent_converge_drain(&a);
     proxy_stop(&a.proxy);
     metadata_stop(a.metadata);
+    transfer_server_stop();
     free(a.proxy_dir);
     sl_client_release(&a.client);
     gpu_source_release(&a.gpus);
     json_decref(a.failures);
+    json_decref(a.retries);
+    json_decref(a.inflight);
+    json_decref(a.desired);
     json_decref(a.builds);
     free(a.runc_root);
     free(a.net_state);

@@ -25,12 +25,15 @@ struct agent_config {
     char *bridge;
     char *subnet;
     char *runtime;
+    char *lxcfs; /* "auto", "off" or an lxcfs mount (lxcfs.h) */
     int64_t poll_ms;
     int64_t stop_grace_ms;
     int64_t ssh_wait_ms;
     char *proxy_listen; /* the service ports' nginx (nginx.h) */
     char *proxy_nginx;
-    int64_t metadata_port;   /* the metadata endpoint (metadata.h); 0: off */
+    int64_t metadata_port; /* the metadata endpoint (metadata.h); 0: off */
+    int64_t transfer_port; /* disk copies for clones (transfer.h); 0: off */
+    int64_t transfer_retry_s;
     int64_t image_max_bytes; /* image imports' limits (images.*, image-layer.h) */
     int64_t image_max_entries;
     int64_t image_max_file_bytes;

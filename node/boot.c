@@ -7,13 +7,16 @@
 
 #include <sodium.h>
 #include <string.h>
+#include <unistd.h>
 
 /* sshd gets what it needs from the command line rather than from edits to
  * the image's /etc/ssh/sshd_config, which stays the renter's to change:
  * root may log in with the password, the platform's keys are read from
- * /.suanli/authorized_keys next to the renter's own file (so a key removed
- * from the account stops working at the next start), and the GPU variables
- * reach SSH sessions (pid 1's environment does not). */
+ * /.suanli/authorized_keys next to the renter's own file (rewritten by the
+ * agent while the instance runs, so a key removed from the account stops
+ * working at the next login: boot_update_keys), and the GPU variables and
+ * OMP_NUM_THREADS (oci.c) reach SSH sessions (pid 1's environment does
+ * not). */
 static const char boot_init_script[] =
     "#!/bin/sh\n"
     "# Written by suanli-node: the instance's pid 1. It becomes sshd.\n"
@@ -71,7 +74,8 @@ static const char boot_init_script[] =
     "    -o PermitRootLogin=yes \\\n"
     "    -o \"AuthorizedKeysFile=.ssh/authorized_keys $boot/authorized_keys\" \\\n"
     "    -o \"SetEnv=NVIDIA_VISIBLE_DEVICES=${NVIDIA_VISIBLE_DEVICES:-void} "
-    "CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-}\"\n";
+    "CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-} "
+    "${OMP_NUM_THREADS:+OMP_NUM_THREADS=$OMP_NUM_THREADS}\"\n";
 
 /* `python train.py; shutdown` stops the instance when training ends. POSIX
  * sh with curl, else python3 (the default images have both; an imported
@@ -98,6 +102,10 @@ static const char boot_shutdown_script[] =
     "esac\n"
     "token=$(cat \"$token_file\" 2>/dev/null) || {\n"
     "    echo \"shutdown: $token_file is missing: is this a suanli instance?\" >&2; exit 1; }\n"
+    "# said before asking: the agent may stop sshd before a later line gets out\n"
+    "[ \"$method\" = POST ] &&\n"
+    "    echo \"shutdown: stopping ${SUANLI_INSTANCE_ID:-this instance}; billing ends as it "
+    "stops\"\n"
     "if command -v curl >/dev/null 2>&1; then\n"
     "    out=$(curl -sS --max-time 30 -X \"$method\" -H \"Authorization: Bearer $token\" \\\n"
     "        -w '\\n%{http_code}' \"$url$path\") || exit 1\n"
@@ -123,13 +131,11 @@ static const char boot_shutdown_script[] =
     "fi\n"
     "case $code in\n"
     "2[0-9][0-9]) ;;\n"
-    "*) echo \"shutdown: the node answered $code: $body\" >&2; exit 1 ;;\n"
+    "*) echo \"shutdown: the node answered $code: $body\" >&2\n"
+    "   [ \"$method\" = POST ] && echo 'shutdown: not stopped' >&2; exit 1 ;;\n"
     "esac\n"
-    "if [ \"$method\" = GET ]; then\n"
-    "    printf '%s\\n' \"$body\"\n"
-    "else\n"
-    "    echo \"shutdown: stopping ${SUANLI_INSTANCE_ID:-this instance}; billing has stopped\"\n"
-    "fi\n";
+    "[ \"$method\" = GET ] && printf '%s\\n' \"$body\"\n"
+    "exit 0\n";
 
 static bool printable(const char *s, bool lines)
 {
@@ -191,4 +197,21 @@ int boot_write(const char *boot_dir, const struct boot_params *p, struct sl_erro
         sl_file_write(jupyter, jupyter_text, strlen(jupyter_text), 0600, 0, err) < 0)
         return -1;
     return 0;
+}
+
+int boot_update_keys(const char *boot_dir, const char *keys, struct sl_error *err)
+{
+    const char *k = keys ? keys : "";
+    if (!printable(k, true))
+        return sl_fail(err, SL_E_INVALID, "invalid_ssh_key",
+                       "authorized keys have a control character");
+    cleanup_free char *path = xasprintf("%s/authorized_keys", boot_dir);
+    size_t len = strlen(k);
+    size_t have_len = 0;
+    cleanup_free char *have = fs_read_file(path, len + 2, &have_len, NULL);
+    if (have && have_len == len && memcmp(have, k, len) == 0)
+        return 0;
+    if (access(boot_dir, F_OK) != 0) /* not started yet: boot_write makes it */
+        return 0;
+    return sl_file_write(path, k, len, 0644, 0, err) < 0 ? -1 : 1;
 }

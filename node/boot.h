@@ -17,7 +17,8 @@
  *                    the instance through that endpoint
  *
  * It lives on the host, not on the instance's disks, and is rewritten on
- * every start, so a changed password or key set applies at the next start.
+ * every start, so a changed password applies at the next start; the key
+ * set also while the instance runs (boot_update_keys).
  * Nothing in it is writable from inside; /etc/hosts, /etc/hostname and
  * /etc/resolv.conf, which are, live on the system disk (rootfs.h). */
 #ifndef SL_NODE_BOOT_H
@@ -37,6 +38,15 @@ struct boot_params {
  * not in crypt(3)'s alphabet, or key text with a control character, is
  * SL_E_INVALID. */
 int boot_write(const char *boot_dir, const struct boot_params *p, struct sl_error *err);
+
+/* Makes boot_dir/authorized_keys say keys (NULL: none) when it says
+ * something else: 1 when it changed, 0 when it was already so, -1 on
+ * failure (key text with a control character is SL_E_INVALID). Written
+ * whole and renamed into place on the host, in the boot directory the
+ * instance sees read-only: sshd reads it at every login, so a running
+ * instance takes a key added or removed at its next login, and nothing the
+ * renter made inside (a symlink in /root/.ssh) is ever followed. */
+int boot_update_keys(const char *boot_dir, const char *keys, struct sl_error *err);
 
 /* Where the `shutdown` command is bound (read-only) inside: early in PATH,
  * before any shutdown the image has. */

@@ -3,8 +3,10 @@
  * instance directory, the generation written next to the disks) and act.
  * Level-triggered: any pass may start from any state the host is in. */
 #include "agent-internal.h"
+#include "boot.h"
 #include "cgroup.h"
 #include "fsutil.h"
+#include "transfer.h"
 #include "../lib/cleanup.h"
 #include "../lib/file.h"
 #include "../lib/json.h"
@@ -16,6 +18,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,18 +65,101 @@ static bool instance_exists(struct agent *a, const char *id)
     return access(dir, F_OK) == 0;
 }
 
-static bool instance_running(struct agent *a, const char *id)
+static bool instance_running(struct agent *a, const char *id, pid_t *pid)
 {
     struct runtime_state rs;
-    return a->rt.ops->state(&a->rt, id, &rs, NULL) == 0 && rs.status == RUNTIME_RUNNING;
+    bool running = a->rt.ops->state(&a->rt, id, &rs, NULL) == 0 && rs.status == RUNTIME_RUNNING;
+    if (pid)
+        *pid = running ? rs.pid : 0;
+    return running;
 }
 
 static void record_failure(struct agent *a, const char *id, int64_t generation, const char *msg)
 {
+    pthread_mutex_lock(&a->lock);
     json_object_set_new(
         a->failures, id,
         json_pack("{s:I, s:s}", "generation", (json_int_t)generation, "message", msg));
+    pthread_mutex_unlock(&a->lock);
     log_warn("agent: instance %s failed: %s", id, msg);
+}
+
+/* The generation a start failed at, or -1. */
+static int64_t failed_generation(struct agent *a, const char *id)
+{
+    pthread_mutex_lock(&a->lock);
+    json_t *failure = json_object_get(a->failures, id);
+    int64_t g = failure ? json_integer_value(json_object_get(failure, "generation")) : -1;
+    pthread_mutex_unlock(&a->lock);
+    return g;
+}
+
+static void forget_failure(struct agent *a, const char *id)
+{
+    pthread_mutex_lock(&a->lock);
+    json_object_del(a->failures, id);
+    pthread_mutex_unlock(&a->lock);
+}
+
+#define RETRY_FIRST_MS 1000
+#define RETRY_MAX_MS   60000
+
+/* A stop or release that failed: tried again after a delay that doubles
+ * up to RETRY_MAX_MS, its message logged when it is new (not at every
+ * try), and reported with the instance (agent_instance_report). */
+static void step_failed(struct agent *a, const char *id, const char *step, const char *msg)
+{
+    cleanup_free char *text = xasprintf("%s failed: %s", step, msg);
+    pthread_mutex_lock(&a->lock);
+    json_t *r = json_object_get(a->retries, id);
+    const char *before = json_string_value(json_object_get(r, "message"));
+    bool same = before && strcmp(before, text) == 0;
+    int64_t delay = 2 * json_integer_value(json_object_get(r, "delay_ms"));
+    if (delay < RETRY_FIRST_MS)
+        delay = RETRY_FIRST_MS;
+    if (delay > RETRY_MAX_MS)
+        delay = RETRY_MAX_MS;
+    json_object_set_new(a->retries, id,
+                        json_pack("{s:s, s:I, s:I}", "message", text, "delay_ms", (json_int_t)delay,
+                                  "next_ms", (json_int_t)(sl_time_mono_ms() + delay)));
+    pthread_mutex_unlock(&a->lock);
+    if (!same)
+        log_warn("agent: %s %s: %s (tried again with a growing delay, up to %ds)", step, id, msg,
+                 RETRY_MAX_MS / 1000);
+}
+
+/* Whether a step of the instance is failing and backing off. */
+static bool retrying(struct agent *a, const char *id)
+{
+    pthread_mutex_lock(&a->lock);
+    bool failing = json_object_get(json_object_get(a->retries, id), "message") != NULL;
+    pthread_mutex_unlock(&a->lock);
+    return failing;
+}
+
+/* The step worked: the next report clears the state message it left. */
+static void step_done(struct agent *a, const char *id, const char *step)
+{
+    pthread_mutex_lock(&a->lock);
+    bool was = json_object_get(json_object_get(a->retries, id), "message") != NULL;
+    if (was)
+        json_object_set_new(a->retries, id, json_pack("{s:b}", "cleared", 1));
+    pthread_mutex_unlock(&a->lock);
+    if (was)
+        log_info("agent: %s %s: done after earlier failures", step, id);
+}
+
+/* A running instance's SSH keys, as its owner has them now. */
+static bool sync_keys(struct agent *a, const char *id, json_t *d)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    cleanup_free char *boot = xasprintf("%s/instances/%s/boot", a->cfg->data_dir, id);
+    int rc = boot_update_keys(boot, json_string_value(json_object_get(d, "authorized_keys")), &err);
+    if (rc < 0)
+        log_warn("agent: SSH keys of %s: %s", id, err.message);
+    else if (rc > 0)
+        log_info("agent: SSH keys of %s updated", id);
+    return rc > 0;
 }
 
 static int start_one(struct agent *a, json_t *d, struct sl_error *err)
@@ -129,28 +215,52 @@ static int start_one(struct agent *a, json_t *d, struct sl_error *err)
     return sl_file_write(path, text, (size_t)n, 0600, 0, err);
 }
 
+/* From here on the instance's state moves: the heartbeat leaves it out
+ * until the worker is done. */
+static void acting(struct agent *a, const char *id)
+{
+    pthread_mutex_lock(&a->lock);
+    if (json_object_get(a->inflight, id))
+        json_object_set_new(a->inflight, id, json_true());
+    pthread_mutex_unlock(&a->lock);
+}
+
 /* Brings one instance to what is desired; true when it did something. */
-bool agent_converge_instance(struct agent *a, json_t *d)
+bool agent_converge_instance(struct agent *a, json_t *d, bool first_pass)
 {
     struct sl_error err = SL_ERROR_INIT;
     const char *id = json_string_value(json_object_get(d, "id"));
     const char *desired = json_string_value(json_object_get(d, "desired"));
     int64_t generation = json_integer_value(json_object_get(d, "generation"));
     unsigned port = (unsigned)json_integer_value(json_object_get(d, "ssh_port"));
-    json_t *failure = json_object_get(a->failures, id);
 
     if (!id || !desired)
         return false;
     if (strcmp(desired, "running") == 0) {
-        bool running = instance_running(a, id);
+        pid_t pid;
+        bool running = instance_running(a, id, &pid);
         int64_t have = running ? local_generation(a, id) : 0;
         if (running && have >= generation) {
-            if (a->first_pass)
+            /* its namespace pinned where this agent keeps pins: moved from
+             * where an older agent kept them, or found from its process
+             * when another tool's mount hid the pin */
+            int adopted = net_adopt(&a->net, id, pid, &err);
+            if (adopted < 0)
+                log_warn("agent: %s: %s", id, err.message);
+            else if (adopted)
+                log_info("agent: %s: network namespace pinned again (%s)", id,
+                         adopted == NET_ADOPTED_LEGACY ? "from /run/netns" : "from its process");
+            if (first_pass)
                 log_info("agent: adopted %s (running, generation %lld)", id, (long long)have);
-            return false;
+            return sync_keys(a, id, d);
         }
-        if (failure && json_integer_value(json_object_get(failure, "generation")) >= generation)
+        if (failed_generation(a, id) >= generation)
             return false; /* failed at this generation: wait for a new start */
+        /* a clone: its disks are copied from its source first (transfer.h) */
+        if (json_object_get(d, "copy_from") &&
+            !transfer_ready(a->cfg->data_dir, d, a->cfg->transfer_retry_s))
+            return false;
+        acting(a, id);
         if (running) {
             log_info("agent: restarting %s (generation %lld)", id, (long long)generation);
             instance_stop(&a->host, id, port, (int)a->cfg->stop_grace_ms, NULL);
@@ -159,57 +269,173 @@ bool agent_converge_instance(struct agent *a, json_t *d)
         if (start_one(a, d, &err) < 0)
             record_failure(a, id, generation, err.message);
         else
-            json_object_del(a->failures, id);
+            forget_failure(a, id);
         return true;
     }
     if (strcmp(desired, "stopped") == 0) {
         struct runtime_state rs;
-        json_object_del(a->failures, id);
+        forget_failure(a, id);
         if (a->rt.ops->state(&a->rt, id, &rs, NULL) < 0)
             return false;
+        bool failing = retrying(a, id);
         if (rs.status == RUNTIME_RUNNING)
             log_info("agent: stopping %s", id);
-        else if (rs.status != RUNTIME_ABSENT || instance_has_leftovers(&a->host, id))
-            log_info("agent: cleaning up %s (container %s: it ended without a stop)", id,
-                     runtime_status_name(rs.status));
-        else
+        else if (rs.status != RUNTIME_ABSENT || instance_has_leftovers(&a->host, id)) {
+            if (!failing)
+                log_info("agent: cleaning up %s (container %s: it ended without a stop)", id,
+                         runtime_status_name(rs.status));
+        } else {
+            step_done(a, id, "stop");
             return false;
+        }
+        acting(a, id);
         if (instance_stop(&a->host, id, port, (int)a->cfg->stop_grace_ms, &err) < 0)
-            log_warn("agent: stop %s: %s", id, err.message);
+            step_failed(a, id, "stop", err.message);
+        else
+            step_done(a, id, "stop");
         return true;
     }
     if (strcmp(desired, "released") == 0) {
-        json_object_del(a->failures, id);
-        if (!instance_exists(a, id))
+        forget_failure(a, id);
+        if (!instance_exists(a, id)) {
+            step_done(a, id, "release");
             return false;
-        log_info("agent: releasing %s", id);
+        }
+        bool failing = retrying(a, id);
+        acting(a, id);
+        if (!failing)
+            log_info("agent: releasing %s", id);
         if (instance_release(&a->host, id, port, &err) < 0)
-            log_warn("agent: release %s: %s", id, err.message);
+            step_failed(a, id, "release", err.message);
+        else
+            step_done(a, id, "release");
         return true;
     }
     return false;
+}
+
+struct converge_job {
+    struct agent *a;
+    json_t *d;
+    bool first_pass;
+    int64_t revision; /* of the desired state d came from */
+};
+
+static void *converge_worker(void *p)
+{
+    struct converge_job *job = p;
+    struct agent *a = job->a;
+    const char *id = json_string_value(json_object_get(job->d, "id"));
+    bool acted = agent_converge_instance(a, job->d, job->first_pass);
+
+    pthread_mutex_lock(&a->lock);
+    json_object_del(a->inflight, id);
+    if (acted)
+        a->acted = a->kicked = true;
+    /* a pass that came while it ran left its instance alone */
+    if (a->revision != job->revision)
+        a->kicked = true;
+    pthread_cond_broadcast(&a->wake);
+    pthread_mutex_unlock(&a->lock);
+    json_decref(job->d);
+    free(job);
+    return NULL;
+}
+
+/* At most this many workers at once; the rest wait for the next pass. */
+#define CONVERGE_WORKERS_MAX 256
+
+void agent_converge_start(struct agent *a, json_t *instances, int64_t revision)
+{
+    size_t i;
+    json_t *d;
+    int64_t now = sl_time_mono_ms();
+
+    json_array_foreach(instances, i, d)
+    {
+        const char *id = json_string_value(json_object_get(d, "id"));
+        if (!id)
+            continue;
+        pthread_mutex_lock(&a->lock);
+        json_t *r = json_object_get(a->retries, id);
+        bool skip = json_object_get(a->inflight, id) ||
+                    json_object_size(a->inflight) >= CONVERGE_WORKERS_MAX ||
+                    (r && json_integer_value(json_object_get(r, "next_ms")) > now);
+        if (!skip)
+            json_object_set_new(a->inflight, id, json_false()); /* checking; acting() */
+        pthread_mutex_unlock(&a->lock);
+        if (skip)
+            continue;
+        struct converge_job *job = xzalloc(sizeof(*job));
+        *job = (struct converge_job){
+            .a = a, .d = json_deep_copy(d), .first_pass = a->first_pass, .revision = revision
+        };
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&t, &attr, converge_worker, job) != 0) {
+            log_warn("agent: unable to start a worker for %s; trying again at the next pass", id);
+            pthread_mutex_lock(&a->lock);
+            json_object_del(a->inflight, id);
+            pthread_mutex_unlock(&a->lock);
+            json_decref(job->d);
+            free(job);
+        }
+        pthread_attr_destroy(&attr);
+    }
+}
+
+void agent_converge_drain(struct agent *a)
+{
+    pthread_mutex_lock(&a->lock);
+    while (json_object_size(a->inflight) > 0)
+        pthread_cond_wait(&a->wake, &a->lock);
+    pthread_mutex_unlock(&a->lock);
 }
 
 json_t *agent_instance_report(struct agent *a, json_t *d)
 {
     const char *id = json_string_value(json_object_get(d, "id"));
     int64_t generation = json_integer_value(json_object_get(d, "generation"));
-    json_t *failure = json_object_get(a->failures, id);
+    cleanup_json json_t *failure = NULL, *retry = NULL;
 
+    pthread_mutex_lock(&a->lock);
+    bool busy = json_is_true(json_object_get(a->inflight, id));
+    failure = json_incref(json_object_get(a->failures, id));
+    retry = json_incref(json_object_get(a->retries, id));
+    if (retry && !busy && json_object_get(retry, "cleared"))
+        json_object_del(a->retries, id); /* said once */
+    pthread_mutex_unlock(&a->lock);
+    if (busy)
+        return NULL;
     if (failure && json_integer_value(json_object_get(failure, "generation")) >= generation)
         return json_pack("{s:s, s:s, s:I, s:O}", "id", id, "state", "failed", "generation",
                          (json_int_t)generation, "message", json_object_get(failure, "message"));
-    if (instance_running(a, id)) {
-        json_t *rep = json_pack("{s:s, s:s, s:I}", "id", id, "state", "running", "generation",
-                                (json_int_t)local_generation(a, id));
+    json_t *rep;
+    if (instance_running(a, id, NULL)) {
+        rep = json_pack("{s:s, s:s, s:I}", "id", id, "state", "running", "generation",
+                        (json_int_t)local_generation(a, id));
         /* processes the OOM killer ended since the container started */
         cleanup_free char *cgroup = xasprintf("/suanli/%s", id);
         int64_t oom_kills = cgroup_oom_kills(cgroup);
         if (oom_kills >= 0)
             json_object_set_new(rep, "oom_kills", json_integer((json_int_t)oom_kills));
-        return rep;
+    } else {
+        rep = json_pack("{s:s, s:s, s:I}", "id", id, "state",
+                        instance_exists(a, id) ? "stopped" : "absent", "generation",
+                        (json_int_t)local_generation(a, id));
     }
-    return json_pack("{s:s, s:s, s:I}", "id", id, "state",
-                     instance_exists(a, id) ? "stopped" : "absent", "generation",
-                     (json_int_t)local_generation(a, id));
+    /* a stop or release that keeps failing says why (the state message),
+     * and once it worked, the message goes */
+    if (retry && json_object_get(retry, "cleared")) {
+        json_object_set_new(rep, "message", json_string(""));
+    } else if (retry) {
+        char text[500];
+        snprintf(text, sizeof(text), "%s; trying again every %llds",
+                 json_string_value(json_object_get(retry, "message")),
+                 (long long)(json_integer_value(json_object_get(retry, "delay_ms")) / 1000));
+        json_object_set_new(rep, "message", json_string(text));
+    }
+    return rep;
 }

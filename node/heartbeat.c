@@ -3,9 +3,12 @@
 #include "agent-internal.h"
 #include "activity.h"
 #include "inventory.h"
+#include "transfer.h"
 #include "../lib/cleanup.h"
 #include "../lib/json.h"
 #include "../lib/xalloc.h"
+
+#include <pthread.h>
 
 int agent_heartbeat(struct agent *a, json_t *desired, struct sl_error *err)
 {
@@ -19,11 +22,19 @@ int agent_heartbeat(struct agent *a, json_t *desired, struct sl_error *err)
         return -1;
     json_array_foreach(json_object_get(desired, "instances"), i, d)
     {
-        json_array_append_new(report, agent_instance_report(a, d));
+        json_t *rep = agent_instance_report(a, d); /* NULL: a worker has it */
+        if (rep) {
+            transfer_report(d, rep); /* a clone's copy (transfer.h) */
+            json_array_append_new(report, rep);
+        }
     }
+    /* the revision of the desired state that was converged to */
+    int64_t revision = json_integer_value(json_object_get(desired, "revision"));
     cleanup_json json_t *body =
-        json_pack("{s:O, s:I, s:O, s:o}", "inventory", inv, "revision", (json_int_t)a->revision,
+        json_pack("{s:O, s:I, s:O, s:o}", "inventory", inv, "revision", (json_int_t)revision,
                   "instances", report, "images", agent_images_report(a));
+    /* where this host serves disk copies for clones (transfer.h) */
+    json_object_set_new(body, "transfer_port", json_integer(transfer_server_port()));
     /* for the idle stop: SSH sessions and GPU use of what runs */
     json_object_set_new(body, "activity",
                         activity_report(&a->rt, &a->gpus, json_object_get(desired, "instances")));
@@ -31,7 +42,10 @@ int agent_heartbeat(struct agent *a, json_t *desired, struct sl_error *err)
     if (sl_client_request(&a->client, "POST", path, body, NULL, &out, err) < 0)
         return -1;
     int64_t hb = json_integer_value(json_object_get(out, "heartbeat_interval_seconds"));
-    if (hb > 0)
+    if (hb > 0) {
+        pthread_mutex_lock(&a->lock);
         a->heartbeat_s = hb;
+        pthread_mutex_unlock(&a->lock);
+    }
     return 0;
 }

@@ -155,6 +155,8 @@ static int start_steps(const struct node_host *host, const struct instance_spec 
                              .etc_dir = etc,
                              .data_dir = has_data ? data_mount : NULL,
                              .cgroup_path = cgroup,
+                             .lxcfs_dir = host->lxcfs_dir,
+                             .lxcfs_own = host->lxcfs_own,
                              .cpu_millicores = spec->cpu_millicores,
                              .memory_mib = spec->memory_mib,
                              .pids_max = spec->pids_max,
@@ -185,7 +187,14 @@ int instance_stop(const struct node_host *host, const char *id, unsigned host_po
     cleanup_free char *rootfs = path_in(host, id, "rootfs");
     int rc = 0;
     struct sl_error e = SL_ERROR_INIT;
+    struct runtime_state st;
 
+    /* while its process lives: a pin that another tool's mount hid is made
+     * again from it, so DEL can enter the namespace and remove the veth */
+    if (host->runtime->ops->state(host->runtime, id, &st, NULL) == 0 && st.pid > 0 &&
+        st.status != RUNTIME_STOPPED)
+        sl_error_warn(net_adopt(host->net, id, st.pid, &e) < 0 ? -1 : 0, &e,
+                      "pin the network namespace of a stopping instance");
     sl_error_gather(err, &rc, runtime_stop(host->runtime, id, grace_ms, &e), &e);
     sl_error_gather(err, &rc, net_detach(host->net, id, host_port, &e), &e);
     sl_error_gather(err, &rc, rootfs_unmount(rootfs, &e), &e);

@@ -30,6 +30,8 @@ struct node_host {
     const char *data_dir;
     const struct runtime *runtime;
     const struct net_config *net;
+    const char *lxcfs_dir; /* lxcfs.h: bound over the instances' /proc files; NULL: none */
+    bool lxcfs_own;        /* the agent's own: started when an instance starts */
 };
 
 struct instance_spec {

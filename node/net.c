@@ -13,23 +13,58 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define NETNS_DIR      "/run/netns"
+#define NETNS_PARENT   "/run/suanli-node"
+#define NETNS_DIR      NETNS_PARENT "/netns"
+#define LEGACY_DIR     "/run/netns" /* where older agents pinned */
+#define NSFS_MAGIC     0x6e736673
 #define CNI_VERSION    "1.0.0"
 #define NETWORK_NAME   "suanli"
 #define SSH_PORT       22
 #define CNI_OUTPUT_MAX (1 << 20)
 
+/* The agent converges instances in threads of their own: the plugins'
+ * chains, the pins and the port table change one instance at a time (a
+ * pin computed from the results before another's attach must not be
+ * written after it, or that instance would run unpinned for a pass). */
+static pthread_mutex_t net_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+
 char *net_netns_path(const char *id)
 {
     return xasprintf("%s/suanli-%s", NETNS_DIR, id);
+}
+
+static char *legacy_path(const char *id)
+{
+    return xasprintf("%s/suanli-%s", LEGACY_DIR, id);
+}
+
+/* Whether path is a namespace file (a pin's mount, or /proc/PID/ns/net):
+ * what the CNI plugins check before they enter it ("unknown FS magic"). */
+static bool is_nsfs(const char *path)
+{
+    struct statfs sf;
+    return statfs(path, &sf) == 0 && (unsigned long)sf.f_type == NSFS_MAGIC;
+}
+
+/* Whether the instance has a pin, here or where an older agent kept it;
+ * the file counts even when what was mounted on it is gone. */
+static bool pinned(const char *id)
+{
+    cleanup_free char *pin = net_netns_path(id);
+    cleanup_free char *legacy = legacy_path(id);
+    return access(pin, F_OK) == 0 || access(legacy, F_OK) == 0;
 }
 
 /* Whether a namespace is mounted under NETNS_DIR. */
@@ -53,12 +88,13 @@ static bool netns_dir_busy(void)
     return false;
 }
 
-/* /run/netns as a shared mount point of its own, as iproute2 and CNI
- * make it. Otherwise the first `ip netns add` on the host (an operator's,
- * a test's) bind-mounts the directory onto itself, and the namespaces
- * mounted before stay below that bind: unreachable by their paths, never
- * unmounted, their veths and addresses alive (seen here: a later instance
- * given the same address found the host's ARP answered by a dead one). */
+/* The pins live in a directory of the agent's own (docs/design/
+ * node-runtime.md, "Network namespace pins"): /run/netns is every tool's,
+ * and the first `ip netns add` on a host where it is not a mount point
+ * bind-mounts it over itself and hides the pins below. Ours is a shared
+ * mount point of its own, as iproute2 makes /run/netns, so a pin's unmount
+ * reaches the copies other mount namespaces took; made under a lock, as
+ * several agents of one host (a test's fleet) may start together. */
 static int netns_dir_prepare(struct sl_error *err)
 {
     if (fs_mkdir_p(NETNS_DIR, 0755, err) < 0)
@@ -67,12 +103,75 @@ static int netns_dir_prepare(struct sl_error *err)
         return 0;
     if (errno != EINVAL) /* EINVAL: not a mount point yet */
         return sl_fail_errno(err, "unable to make '%s' a shared mount", NETNS_DIR);
+    cleanup_close int lock = open(NETNS_PARENT, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (lock < 0 || flock(lock, LOCK_EX) < 0)
+        return sl_fail_errno(err, "unable to lock '%s'", NETNS_PARENT);
+    if (mount("", NETNS_DIR, "none", MS_SHARED | MS_REC, NULL) == 0)
+        return 0;         /* another agent made it meanwhile */
     if (netns_dir_busy()) /* the bind would hide these very namespaces */
         return 0;
     if (mount(NETNS_DIR, NETNS_DIR, "none", MS_BIND | MS_REC, NULL) < 0 ||
         mount("", NETNS_DIR, "none", MS_SHARED | MS_REC, NULL) < 0)
         return sl_fail_errno(err, "unable to make '%s' a shared mount point", NETNS_DIR);
     return 0;
+}
+
+/* Binds source (a namespace file) onto path, a new empty file. */
+static int netns_bind(const char *source, const char *path, struct sl_error *err)
+{
+    if (netns_dir_prepare(err) < 0)
+        return -1;
+    int fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0444);
+    if (fd < 0)
+        return sl_fail_errno(err, "unable to create '%s'", path);
+    close(fd);
+    if (mount(source, path, NULL, MS_BIND, NULL) < 0) {
+        sl_fail_errno(err, "unable to bind '%s' onto '%s'", source, path);
+        unlink(path);
+        return -1;
+    }
+    return 0;
+}
+
+/* Unmounts and removes a pin; one that is not there is fine. */
+static int netns_remove(const char *path, struct sl_error *err)
+{
+    if (umount2(path, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
+        return sl_fail_errno(err, "unable to unmount '%s'", path);
+    if (unlink(path) < 0 && errno != ENOENT)
+        return sl_fail_errno(err, "unable to remove '%s'", path);
+    return 0;
+}
+
+static int net_adopt_locked(const struct net_config *cfg, const char *id, pid_t pid,
+                            struct sl_error *err)
+{
+    (void)cfg;
+    cleanup_free char *pin = net_netns_path(id);
+    cleanup_free char *legacy = legacy_path(id);
+    if (is_nsfs(pin))
+        return 0;
+    if (is_nsfs(legacy)) {
+        if (netns_remove(pin, err) < 0 || netns_bind(legacy, pin, err) < 0)
+            return -1;
+        struct sl_error e = SL_ERROR_INIT;
+        sl_error_warn(netns_remove(legacy, &e), &e, "remove an older agent's namespace pin");
+        return NET_ADOPTED_LEGACY;
+    }
+    if (pid <= 0)
+        return 0;
+    /* the container's own namespace, never the host's (a process that
+     * already left the container's, or a recycled pid) */
+    char proc[64];
+    struct stat inside, host;
+    snprintf(proc, sizeof(proc), "/proc/%d/ns/net", (int)pid);
+    if (stat(proc, &inside) < 0 || stat("/proc/self/ns/net", &host) < 0)
+        return 0;
+    if (inside.st_ino == host.st_ino && inside.st_dev == host.st_dev)
+        return 0;
+    if (netns_remove(pin, err) < 0 || netns_bind(proc, pin, err) < 0)
+        return -1;
+    return NET_ADOPTED_PROCESS;
 }
 
 /* A child enters a new network namespace and binds it onto path; the
@@ -114,15 +213,6 @@ static int netns_create(const char *path, struct sl_error *err)
         return sl_fail(err, SL_E_INTERNAL, "netns_failed", "unable to %s network namespace '%s'",
                        WIFEXITED(status) && WEXITSTATUS(status) == 2 ? "bind" : "create", path);
     }
-    return 0;
-}
-
-static int netns_remove(const char *path, struct sl_error *err)
-{
-    if (umount2(path, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
-        return sl_fail_errno(err, "unable to unmount '%s'", path);
-    if (unlink(path) < 0 && errno != ENOENT)
-        return sl_fail_errno(err, "unable to remove '%s'", path);
     return 0;
 }
 
@@ -328,7 +418,7 @@ bool net_result_port(const struct net_config *cfg, const char *id, json_t *resul
     return port->veth[0] && port->mac[0] && port->ip[0];
 }
 
-int net_pin(const struct net_config *cfg, struct sl_error *err)
+static int net_pin_locked(const struct net_config *cfg, struct sl_error *err)
 {
     cleanup_free char *dir = xasprintf("%s/results", cfg->state_dir);
     cleanup_free char *unreadable = NULL; /* an attached instance with no port to pin */
@@ -344,10 +434,9 @@ int net_pin(const struct net_config *cfg, struct sl_error *err)
         if (len <= 5 || len - 5 >= SL_ID_MAX || strcmp(e->d_name + len - 5, ".json") != 0)
             continue;
         cleanup_free char *id = xstrndup(e->d_name, len - 5);
-        cleanup_free char *netns = net_netns_path(id);
         cleanup_free char *path = xasprintf("%s/%s", dir, e->d_name);
         json_error_t jerr;
-        if (access(netns, F_OK) != 0) /* not attached: its veth went with it */
+        if (!pinned(id)) /* not attached: its veth went with it */
             continue;
         cleanup_json json_t *result = json_load_file(path, 0, &jerr);
         if (n == cap) {
@@ -389,8 +478,8 @@ static int attach_failed(const struct net_config *cfg, const char *id, unsigned 
     return -1;
 }
 
-int net_attach(const struct net_config *cfg, const char *id, unsigned host_port,
-               struct net_attachment *out, struct sl_error *err)
+static int net_attach_locked(const struct net_config *cfg, const char *id, unsigned host_port,
+                             struct net_attachment *out, struct sl_error *err)
 {
     *out = (struct net_attachment){ 0 };
     if (host_port == 0 || host_port > 65535)
@@ -445,38 +534,48 @@ fail:
 
 bool net_attached(const struct net_config *cfg, const char *id)
 {
-    cleanup_free char *netns = net_netns_path(id);
     cleanup_free char *cache = result_path(cfg, id);
-    return access(netns, F_OK) == 0 || access(cache, F_OK) == 0;
+    return pinned(id) || access(cache, F_OK) == 0;
 }
 
 static int detach(const struct net_config *cfg, const char *id, unsigned host_port, json_t *known,
                   struct sl_error *err)
 {
     cleanup_free char *netns = net_netns_path(id);
-    int rc = chain_del(cfg, id, netns, host_port, known, err);
+    cleanup_free char *legacy = legacy_path(id);
     struct sl_error e = SL_ERROR_INIT;
+    int rc = 0;
+    /* The plugins enter the namespace the pin holds; a pin whose mount is
+     * gone (hidden by another tool's, or a reboot) is a plain file, which
+     * they refuse ("unknown FS magic") on every try: it goes first, and DEL
+     * then frees what the cache names without entering. */
+    const char *ns = is_nsfs(netns) ? netns : is_nsfs(legacy) ? legacy : NULL;
+    if (!ns) {
+        sl_error_gather(err, &rc, netns_remove(netns, &e), &e);
+        sl_error_gather(err, &rc, netns_remove(legacy, &e), &e);
+    }
+    sl_error_gather(err, &rc, chain_del(cfg, id, ns ? ns : netns, host_port, known, &e), &e);
     sl_error_gather(err, &rc, netns_remove(netns, &e), &e);
+    sl_error_gather(err, &rc, netns_remove(legacy, &e), &e);
     sl_error_gather(err, &rc, net_pin(cfg, &e), &e); /* its port's chain goes */
     if (rc < 0)
         sl_error_prefix(err, "detach network of '%s'", id);
     return rc;
 }
 
-int net_detach(const struct net_config *cfg, const char *id, unsigned host_port,
-               struct sl_error *err)
+static int net_detach_locked(const struct net_config *cfg, const char *id, unsigned host_port,
+                             struct sl_error *err)
 {
     return detach(cfg, id, host_port, NULL, err);
 }
 
 bool net_address(const struct net_config *cfg, const char *id, char *ip, size_t size)
 {
-    cleanup_free char *netns = net_netns_path(id);
     cleanup_free char *cache = result_path(cfg, id);
     json_error_t jerr;
     struct net_attachment a = { 0 };
 
-    if (access(netns, F_OK) != 0)
+    if (!pinned(id))
         return false;
     cleanup_json json_t *result = json_load_file(cache, 0, &jerr);
     if (!result)
@@ -486,4 +585,38 @@ bool net_address(const struct net_config *cfg, const char *id, char *ip, size_t 
         return false;
     snprintf(ip, size, "%s", a.ip);
     return true;
+}
+
+int net_attach(const struct net_config *cfg, const char *id, unsigned host_port,
+               struct net_attachment *out, struct sl_error *err)
+{
+    pthread_mutex_lock(&net_lock);
+    int rc = net_attach_locked(cfg, id, host_port, out, err);
+    pthread_mutex_unlock(&net_lock);
+    return rc;
+}
+
+int net_detach(const struct net_config *cfg, const char *id, unsigned host_port,
+               struct sl_error *err)
+{
+    pthread_mutex_lock(&net_lock);
+    int rc = net_detach_locked(cfg, id, host_port, err);
+    pthread_mutex_unlock(&net_lock);
+    return rc;
+}
+
+int net_pin(const struct net_config *cfg, struct sl_error *err)
+{
+    pthread_mutex_lock(&net_lock);
+    int rc = net_pin_locked(cfg, err);
+    pthread_mutex_unlock(&net_lock);
+    return rc;
+}
+
+int net_adopt(const struct net_config *cfg, const char *id, pid_t pid, struct sl_error *err)
+{
+    pthread_mutex_lock(&net_lock);
+    int rc = net_adopt_locked(cfg, id, pid, err);
+    pthread_mutex_unlock(&net_lock);
+    return rc;
 }

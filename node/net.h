@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include <jansson.h>
 
@@ -27,13 +28,25 @@ struct net_config {
 };
 
 struct net_attachment {
-    char netns[PATH_MAX]; /* /run/netns/suanli-<id> */
+    char netns[PATH_MAX]; /* /run/suanli-node/netns/suanli-<id> */
     char ip[64];          /* the instance's address on the bridge, no prefix */
     char gateway[64];
 };
 
-/* The path of an instance's network namespace; the caller frees it. */
+/* The path of an instance's network namespace pin,
+ * /run/suanli-node/netns/suanli-<id>; the caller frees it. */
 char *net_netns_path(const char *id);
+
+#define NET_ADOPTED_LEGACY  1 /* net_adopt moved an older agent's pin */
+#define NET_ADOPTED_PROCESS 2 /* net_adopt pinned the namespace of pid */
+
+/* Makes sure a running instance's namespace is pinned where this agent
+ * keeps pins: from the pin an older agent made in /run/netns, else from
+ * its container's process pid (> 0) when the pin is gone (another tool's
+ * mount hid it). 0 when it was pinned already or nothing could be found
+ * (pid 0, or pid in the host's namespace), NET_ADOPTED_* when it pinned,
+ * -1 on failure. */
+int net_adopt(const struct net_config *cfg, const char *id, pid_t pid, struct sl_error *err);
 
 /* Creates the instance's network namespace (if missing), brings up its
  * loopback, and runs the bridge, portmap and firewall plugins, mapping

@@ -2,12 +2,14 @@
 #include "boot.h"
 #include "fsutil.h"
 #include "gpu-devices.h"
+#include "lxcfs.h"
 #include "rootfs.h"
 #include "seccomp.h"
 #include "../lib/buf.h"
 #include "../lib/cleanup.h"
 #include "../lib/file.h"
 #include "../lib/json.h"
+#include "../lib/log.h"
 #include "../lib/xalloc.h"
 
 #include <stdio.h>
@@ -100,6 +102,13 @@ static json_t *mounts(const struct oci_params *p)
     if (p->data_dir)
         json_array_append_new(
             m, mount_entry(OCI_DATA_MOUNT, "bind", p->data_dir, "rbind,nosuid,nodev"));
+    /* free, top and /proc/meminfo show the instance's own limits (lxcfs.h);
+     * read-only: a write to them reaches lxcfs, never the kernel */
+    for (size_t i = 0; p->lxcfs_dir && i < lxcfs_files_count; i++) {
+        cleanup_free char *source = xasprintf("%s/%s", p->lxcfs_dir, lxcfs_files[i]);
+        cleanup_free char *dest = xasprintf("/%s", lxcfs_files[i]);
+        json_array_append_new(m, mount_entry(dest, "bind", source, "bind,ro,nosuid,nodev,noexec"));
+    }
     return m;
 }
 
@@ -159,6 +168,12 @@ static json_t *process(const struct oci_params *p)
     json_t *env = json_pack("[s, s, s, s, s, s, s]",
                             "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                             "HOME=/root", "LANG=C.UTF-8", "TERM=xterm", nvidia, cuda, instance);
+    /* The CPUs the quota gives, rounded up: what nproc says (it counts the
+     * CPUs a process may run on, all of the host's, unless this is set),
+     * and the threads OpenMP, PyTorch and NumPy start. */
+    if (p->cpu_millicores)
+        json_array_append_new(env,
+                              json_sprintf("OMP_NUM_THREADS=%u", (p->cpu_millicores + 999) / 1000));
     json_t *proc =
         json_pack("{s:b, s:{s:i, s:i}, s:[s, s], s:o, s:s, s:{s:O, s:O, s:O}, s:[{s:s, s:I, s:I}],"
                   " s:b, s:i}",
@@ -199,10 +214,21 @@ json_t *oci_config(const struct oci_params *p)
                      json_pack("{s:s}", "io.suanli.instance", p->id));
 }
 
-int oci_write_config(const char *bundle_dir, const struct oci_params *p, struct sl_error *err)
+int oci_write_config(const char *bundle_dir, const struct oci_params *given, struct sl_error *err)
 {
+    struct oci_params params = *given;
+    const struct oci_params *p = &params;
+    struct sl_error down = SL_ERROR_INIT;
+
     if (fs_mkdir_p(bundle_dir, 0700, err) < 0)
         return -1;
+    /* a dead lxcfs would fail the start (its files answer ENOTCONN): the
+     * instance starts with the kernel's figures rather than not at all */
+    if (params.lxcfs_dir && lxcfs_revive(params.lxcfs_dir, params.lxcfs_own, &down) < 0) {
+        log_warn("instance %s: %s; it shows the host's memory and CPUs in /proc", p->id,
+                 down.message);
+        params.lxcfs_dir = NULL;
+    }
     cleanup_json json_t *config = oci_config(p);
     /* GPUs: the host's CDI spec or device nodes for exactly the assigned GPUs
      * (gpu-devices.h); a no-op when the host's GPUs are simulated. */

@@ -4,6 +4,7 @@
 #define SL_NODE_OCI_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,6 +23,9 @@ struct oci_params {
                                 (rootfs_write_etc), bound over /etc's; NULL: none */
     const char *data_dir;    /* host path of the mounted data disk; NULL: none */
     const char *cgroup_path; /* e.g. "/suanli/<id>" */
+    const char *lxcfs_dir;   /* an lxcfs mount (lxcfs.h) whose files are bound over
+                                /proc's inside; NULL: the kernel's, the host's figures */
+    bool lxcfs_own;          /* the agent's own lxcfs: started here when it is not live */
     unsigned cpu_millicores; /* 1000 = one core; 0: no limit */
     uint64_t memory_mib;     /* 0: no limit */
     int64_t pids_max;        /* 0: no limit */

@@ -12,7 +12,7 @@ purpose=${1:-build}
 build="build-essential pkg-config libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev
 libsqlite3-dev libsodium-dev libyaml-dev libarchive-dev liblzma-dev libcrypt-dev sqlite3 curl ca-certificates"
 node="runc containernetworking-plugins mmdebstrap iptables e2fsprogs iproute2 util-linux
-openssh-client rsync nginx nftables"
+openssh-client rsync nginx nftables lxcfs"
 test="$build $node python3 python3-pytest python3-yaml clang libclang-rt-14-dev clang-format
 jq procps crun"
 run="$build $node jq"

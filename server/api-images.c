@@ -113,6 +113,7 @@ int api_admin_images_create(struct api_request *req, struct api_response *res, s
                    " WHERE ?1 = '' OR region_id = ?1",
                    DB_ARGS(DB_TEXT(region ? region : "")), err) < 0)
         return -1;
+    store_note_change(req->srv->store); /* waiting agents hear of it (desired-wait.h) */
     cleanup_rows struct db_rows *rows = store_query(
         req->srv->store, IMAGE_SELECT " WHERE i.name = ?1", DB_ARGS(DB_TEXT(name)), err);
     if (!rows || db_next(rows, err) < 0)
@@ -206,6 +207,7 @@ int api_admin_images_upload(struct api_request *req, struct api_response *res, s
                    " WHERE ?1 = '' OR region_id = ?1",
                    DB_ARGS(DB_TEXT(region ? region : "")), err) < 0)
         return -1;
+    store_note_change(srv->store); /* waiting agents hear of it (desired-wait.h) */
     cleanup_rows struct db_rows *rows =
         store_query(srv->store, IMAGE_SELECT " WHERE i.name = ?1", DB_ARGS(DB_TEXT(name)), err);
     if (!rows || db_next(rows, err) < 0)

@@ -13,12 +13,14 @@
 
 int api_instances_create(struct api_request *req, struct api_response *res, struct sl_error *err)
 {
-    const char *name = NULL, *region = NULL, *model = NULL, *image = NULL, *plan = NULL;
+    const char *name = NULL, *region = NULL, *model = NULL, *image = NULL, *plan = NULL,
+               *host = NULL;
     int64_t gpus = 1, disk = 50;
     bool auto_renew = false;
     const struct sl_json_field fields[] = {
         { "name", SL_JSON_STRING, .max_len = 64, .out = &name },
         { "region", SL_JSON_STRING, .max_len = 32, .out = &region },
+        { "host", SL_JSON_STRING, .max_len = 255, .out = &host },
         { "gpu_model", SL_JSON_STRING, .required = true, .min_len = 1, .max_len = 64,
           .out = &model },
         { "gpus", SL_JSON_INT, .min = -1000, .max = 1000, .out = &gpus },
@@ -35,6 +37,7 @@ int api_instances_create(struct api_request *req, struct api_response *res, stru
         .user_id = req->caller.user_id,
         .name = name && *name ? name : NULL,
         .region = region && *region ? region : NULL,
+        .host = host && *host ? host : NULL,
         .gpu_model = model,
         .gpus = gpus,
         .image = image,

@@ -1,5 +1,6 @@
 /* Hosts: join tokens and the node list for admins; enrollment and
  * heartbeats for the agents (DESIGN.md section 1). */
+#include "clones.h"
 #include "instances.h"
 #include "nodes.h"
 #include "routes.h"
@@ -10,6 +11,8 @@
 #include "../lib/timefmt.h"
 #include "../lib/timeconst.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int api_admin_join_tokens_create(struct api_request *req, struct api_response *res,
@@ -105,7 +108,8 @@ int api_admin_nodes_list(struct api_request *req, struct api_response *res, stru
     if (api_page_params(req, &limit, &after, err) < 0)
         return -1;
     cleanup_rows struct db_rows *rows = store_query(
-        req->srv->store, "SELECT seq, id FROM nodes WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+        req->srv->store,
+        "SELECT seq, id FROM nodes WHERE seq > ?1 AND removed_at IS NULL ORDER BY seq LIMIT ?2",
         DB_ARGS(DB_INT(after), DB_INT(limit)), err);
     if (!rows || api_reply_rows(res, rows, node_row_json, &ctx, limit, err) < 0)
         return -1;
@@ -119,6 +123,74 @@ int api_admin_nodes_get(struct api_request *req, struct api_response *res, struc
     if (!j)
         return -1;
     api_reply(res, 200, j);
+    return 0;
+}
+
+/* The operator's reason for a cordon or a drain, shown to the host's
+ * renters: one line (NULL when not given). */
+static int cordon_reason(struct api_request *req, const char **reason, struct sl_error *err)
+{
+    const struct sl_json_field fields[] = {
+        { "reason", SL_JSON_STRING, .min_len = 1, .max_len = 200, .out = reason },
+    };
+
+    *reason = NULL;
+    return api_body_fields(req, fields, ARRAY_SIZE(fields), err);
+}
+
+static int reply_node(struct api_request *req, struct api_response *res, struct sl_error *err)
+{
+    json_t *j = nodes_json(req->srv, req->params[0], err);
+
+    if (!j)
+        return -1;
+    api_reply(res, 200, j);
+    return 0;
+}
+
+int api_admin_nodes_cordon(struct api_request *req, struct api_response *res, struct sl_error *err)
+{
+    const char *reason;
+
+    if (cordon_reason(req, &reason, err) < 0 ||
+        nodes_cordon(req->srv, req->params[0], reason, err) < 0)
+        return -1;
+    return reply_node(req, res, err);
+}
+
+int api_admin_nodes_drain(struct api_request *req, struct api_response *res, struct sl_error *err)
+{
+    const char *reason;
+    json_t *stopped = NULL, *kept = NULL;
+
+    if (cordon_reason(req, &reason, err) < 0 ||
+        nodes_drain(req->srv, req->params[0], reason, &stopped, &kept, err) < 0)
+        return -1;
+    json_t *node = nodes_json(req->srv, req->params[0], err);
+    if (!node) {
+        json_decref(stopped);
+        json_decref(kept);
+        return -1;
+    }
+    api_reply(
+        res, 200,
+        json_pack("{s:o, s:o, s:o}", "node", node, "stopped", stopped, "running_on_plan", kept));
+    return 0;
+}
+
+int api_admin_nodes_uncordon(struct api_request *req, struct api_response *res,
+                             struct sl_error *err)
+{
+    if (api_body_fields(req, NULL, 0, err) < 0 || nodes_uncordon(req->srv, req->params[0], err) < 0)
+        return -1;
+    return reply_node(req, res, err);
+}
+
+int api_admin_nodes_remove(struct api_request *req, struct api_response *res, struct sl_error *err)
+{
+    if (nodes_remove(req->srv, req->params[0], err) < 0)
+        return -1;
+    api_reply(res, 204, NULL);
     return 0;
 }
 
@@ -153,13 +225,15 @@ int api_nodes_enroll(struct api_request *req, struct api_response *res, struct s
 int api_nodes_heartbeat(struct api_request *req, struct api_response *res, struct sl_error *err)
 {
     json_t *inventory = NULL, *instances = NULL, *activity = NULL;
-    int64_t revision = 0;
+    int64_t revision = 0, transfer_port = 0;
     const struct sl_json_field fields[] = {
         { "inventory", SL_JSON_OBJECT, .required = true, .out = &inventory },
         { "revision", SL_JSON_INT, .min = 0, .max = INT64_MAX, .out = &revision },
         { "instances", SL_JSON_ARRAY, .max_len = 4096, .out = &instances },
         { "activity", SL_JSON_ARRAY, .max_len = 4096, .out = &activity },
         { "images", SL_JSON_ARRAY, .max_len = 1024 },
+        /* where the node serves disk copies (clones.h); 0: it does not */
+        { "transfer_port", SL_JSON_INT, .min = 0, .max = 65535, .out = &transfer_port },
     };
     int64_t desired;
 
@@ -167,6 +241,8 @@ int api_nodes_heartbeat(struct api_request *req, struct api_response *res, struc
 
     if (api_body_fields(req, fields, ARRAY_SIZE(fields), err) < 0 ||
         nodes_heartbeat(req->srv, req->params[0], inventory, err) < 0)
+        return -1;
+    if (clones_node_transfer_port(req->srv, req->params[0], transfer_port, err) < 0)
         return -1;
     if (instances && instances_apply_report(req->srv, req->params[0], instances, err) < 0)
         return -1;
@@ -190,8 +266,45 @@ int api_nodes_heartbeat(struct api_request *req, struct api_response *res, struc
     return 0;
 }
 
+/* The longest ?wait= (seconds); an agent asks for 25. */
+#define DESIRED_WAIT_MAX 60
+
+/* ?after=REVISION: 304 while the node's desired revision is not past it;
+ * with &wait=SECONDS the answer waits (the transport holds the connection,
+ * no thread) until it is or the time is up. Without them: the state. */
 int api_nodes_desired(struct api_request *req, struct api_response *res, struct sl_error *err)
 {
+    const char *after_text = api_query(req, "after"), *wait_text = api_query(req, "wait");
+    int64_t after = 0, wait = 0, revision;
+    char *end;
+
+    if (after_text) {
+        after = strtoll(after_text, &end, 10);
+        if (!*after_text || *end || after < 0)
+            return sl_fail(err, SL_E_INVALID, "invalid_after",
+                           "'after' must be the revision the agent has, an integer >= 0");
+    }
+    if (wait_text) {
+        wait = strtoll(wait_text, &end, 10);
+        if (!*wait_text || *end || wait < 0 || wait > DESIRED_WAIT_MAX)
+            return sl_fail(err, SL_E_INVALID, "invalid_wait", "'wait' must be seconds from 0 to %d",
+                           DESIRED_WAIT_MAX);
+    }
+    if (after_text) {
+        if (store_get_int(req->srv->store, "SELECT desired_revision FROM nodes WHERE id = ?1",
+                          DB_ARGS(DB_TEXT(req->params[0])), &revision, err) < 0)
+            return -1;
+        if (revision <= after) {
+            if (wait > 0 && req->may_wait) {
+                res->wait.requested = true;
+                snprintf(res->wait.node_id, sizeof(res->wait.node_id), "%s", req->params[0]);
+                res->wait.after = after;
+                res->wait.seconds = wait;
+            }
+            api_reply(res, 304, NULL);
+            return 0;
+        }
+    }
     json_t *j = instances_desired(req->srv, req->params[0], err);
 
     if (!j)

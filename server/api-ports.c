@@ -1,6 +1,7 @@
 /* Service ports through the API: the owner lists, adds, removes and opens
  * them; the nodes' nginx asks whether a request may pass (ports.h). */
 #include "instance-states.h"
+#include "instance-sync.h"
 #include "ports.h"
 #include "routes.h"
 
@@ -46,10 +47,7 @@ static json_t *port_json(struct api_request *req, int64_t port, struct sl_error 
 
 static int bump_node(struct store *st, const char *node_id, struct sl_error *err)
 {
-    return store_exec(st, "UPDATE nodes SET desired_revision = desired_revision + 1 WHERE id = ?1",
-                      DB_ARGS(DB_TEXT(node_id)), err) < 0
-               ? -1
-               : 0;
+    return instances_node_changed(st, node_id, err);
 }
 
 int api_instances_ports_list(struct api_request *req, struct api_response *res,

@@ -1,4 +1,6 @@
-/* A renter's SSH public keys, installed in every instance they start. */
+/* A renter's SSH public keys, in every instance they have: the running
+ * ones' agents are told at once (instances_owner_changed). */
+#include "instance-sync.h"
 #include "routes.h"
 #include "ssh-key.h"
 
@@ -73,6 +75,8 @@ int api_ssh_keys_create(struct api_request *req, struct api_response *res, struc
                            "this key (%s) is already registered", key.fingerprint);
         return -1;
     }
+    if (instances_owner_changed(req->srv->store, req->caller.user_id, err) < 0)
+        return -1;
     api_reply(res, 201,
               json_pack("{s:s, s:s, s:s, s:s, s:s, s:o}", "id", id, "name", name, "type", key.type,
                         "fingerprint", key.fingerprint, "public_key", key.normalized, "created_at",
@@ -89,6 +93,8 @@ int api_ssh_keys_delete(struct api_request *req, struct api_response *res, struc
     if (n == 0)
         return sl_fail(err, SL_E_NOT_FOUND, "no_such_ssh_key",
                        "no SSH key '%s' of yours: list them with suanli key ls", req->params[0]);
+    if (instances_owner_changed(req->srv->store, req->caller.user_id, err) < 0)
+        return -1;
     api_reply(res, 204, NULL);
     return 0;
 }

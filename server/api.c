@@ -304,6 +304,12 @@ void api_dispatch(struct api_request *req, struct api_response *res)
 
     req->route = find_route(req, &path_known);
     if (!req->route) {
+        /* the admin routes' methods are no one else's to learn: to others
+         * a wrong method there is a route that does not exist */
+        if (path_known && strncmp(req->path, "/v1/admin/", 10) == 0) {
+            struct sl_error e = SL_ERROR_INIT;
+            path_known = auth_authenticate(req, &e) == 0 && req->caller.admin;
+        }
         if (path_known)
             sl_fail(&err, SL_E_METHOD, NULL, "%s is not allowed on %s", req->method, req->path);
         else

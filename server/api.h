@@ -59,6 +59,9 @@ struct api_request {
      * header is then the host. */
     bool https;
     const char *forwarded_host;
+    /* the transport can hold the answer back until the node's desired
+     * state changes (api_response.wait); false in a resumed request */
+    bool may_wait;
     struct api_io io;
     /* filled by the dispatcher */
     const struct api_route *route;
@@ -82,6 +85,16 @@ struct api_response {
     struct sl_buf headers; /* "Name: value\r\n" lines */
     int file_fd;           /* >= 0: send this file (file_size bytes) as the body; owned */
     uint64_t file_size;
+    /* Set by a handler of a request that may_wait: instead of answering,
+     * the transport waits until node_id's desired revision passes after,
+     * or `seconds` pass, then runs the request again without may_wait
+     * (server/desired-wait.h). */
+    struct {
+        bool requested;
+        char node_id[SL_ID_MAX];
+        int64_t after;
+        int64_t seconds;
+    } wait;
 };
 
 typedef int (*api_handler_fn)(struct api_request *req, struct api_response *res,
@@ -94,7 +107,7 @@ enum api_route_flags {
     API_RAW_BODY = 1 << 3,       /* body is not parsed as JSON */
     API_OWN_TX = 1 << 4,         /* the handler manages its transactions */
     API_NODE = 1 << 5,           /* node agents only, and only about themselves */
-    API_QUIET = 1 << 6,          /* polled several times a second: logged at debug level */
+    API_QUIET = 1 << 6,          /* agents' steady traffic (reads, heartbeats): debug level */
     API_UPLOAD = 1 << 7,         /* admins only; the body is streamed to a file, not parsed */
     /* The route names an instance, which the dispatcher finds before the
      * handler runs (req->instance), inside the handler's transaction: a

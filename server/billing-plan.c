@@ -13,6 +13,7 @@
 #include "catalog.h"
 #include "instances.h"
 #include "ledger.h"
+#include "nodes.h"
 #include "../lib/timeconst.h"
 
 #include <inttypes.h>
@@ -347,9 +348,16 @@ static int plan_expire_one(struct server *srv, const char *id, int64_t unused,
     int64_t now = sl_time_now();
 
     (void)unused;
-    if (plan_load(st, id, &p, err) < 0)
+    bool draining;
+    if (plan_load(st, id, &p, err) < 0 || nodes_instance_host_draining(st, id, &draining, err) < 0)
         return -1;
-    while (strcmp(p.plan, "payg") != 0 && p.expires <= now && p.auto_renew) {
+    /* a drained host is being emptied: a plan there runs out (nodes.h) */
+    if (draining && strcmp(p.plan, "payg") != 0 && p.expires <= now && p.auto_renew &&
+        instance_event(st, id, "plan_not_renewed", p.state, "host_drain",
+                       "the host is being drained for maintenance: the plan is not renewed there",
+                       err) < 0)
+        return -1;
+    while (strcmp(p.plan, "payg") != 0 && p.expires <= now && p.auto_renew && !draining) {
         struct sl_error why = SL_ERROR_INIT;
         char plan[16];
         snprintf(plan, sizeof(plan), "%s", p.plan);

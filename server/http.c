@@ -1,6 +1,7 @@
 #include "http.h"
 #include "api.h"
 #include "auth.h"
+#include "desired-wait.h"
 
 #include "../lib/cleanup.h"
 #include "../lib/conn-guard.h"
@@ -28,6 +29,7 @@ struct http_server {
     struct server *srv;
     struct sl_net_list trusted; /* http.trusted_proxies */
     struct sl_conn_guard *guard;
+    struct desired_waits *waits; /* agents' long-polls, suspended (desired-wait.h) */
 };
 
 struct conn_state {
@@ -40,6 +42,7 @@ struct conn_state {
     uint64_t upload_len;
     crypto_hash_sha256_state sha;
     bool upload_failed;
+    bool waited; /* suspended once for a long-poll: the next dispatch answers */
 };
 
 static const char *lookup(void *ctx, enum MHD_ValueKind kind, const char *name)
@@ -267,6 +270,11 @@ static void upload_chunk(struct http_server *h, struct conn_state *cs, const cha
     cs->upload_len += len;
 }
 
+static void resume_connection(void *conn)
+{
+    MHD_resume_connection(conn);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
@@ -337,6 +345,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         .forwarded_host = client.forwarded_host,
         .io = { .header = io_header, .query = io_query, .cookie = io_cookie, .ctx = conn },
     };
+    req.may_wait = !cs->waited && h->waits;
     unsigned char digest[crypto_hash_sha256_BYTES];
     if (cs->upload_fd >= 0) {
         crypto_hash_sha256_final(&cs->sha, digest);
@@ -347,6 +356,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     struct api_response res;
     api_response_init(&res);
     api_dispatch(&req, &res);
+    struct desired_waits *waits = __atomic_load_n(&h->waits, __ATOMIC_SEQ_CST);
+    if (res.wait.requested && waits) {
+        /* no thread waits: the connection is put aside until the node's
+         * desired state changes or the time is up, then dispatched again */
+        cs->waited = true;
+        MHD_suspend_connection(conn);
+        desired_waits_add(waits, res.wait.node_id, res.wait.after,
+                          sl_time_mono_ms() + res.wait.seconds * SL_MSEC_PER_SEC, resume_connection,
+                          conn);
+        api_response_release(&res);
+        return MHD_YES;
+    }
     enum MHD_Result ret = send_response(conn, &res);
     /* every call gets its line; the agents' polls only when asked for or failing */
     bool quiet = req.route && (req.route->flags & API_QUIET) && res.status < 400;
@@ -466,7 +487,7 @@ struct http_server *http_start(struct server *srv, const char *listen, struct sl
     socklen_t sslen;
     struct http_server *h;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL_LINUX_ONLY |
-                     MHD_USE_ERROR_LOG | MHD_USE_TURBO;
+                     MHD_USE_ERROR_LOG | MHD_USE_TURBO | MHD_ALLOW_SUSPEND_RESUME;
 
     if (parse_listen(listen, &ss, &sslen, err) < 0)
         return NULL;
@@ -494,6 +515,13 @@ struct http_server *http_start(struct server *srv, const char *listen, struct sl
         .report = guard_report,
         .report_ctx = h,
     };
+    h->waits = desired_waits_start(srv, err);
+    if (!h->waits) {
+        sl_net_list_release(&h->trusted);
+        free(h);
+        return NULL;
+    }
+    store_set_commit_hook(srv->store, desired_waits_wake, h->waits);
     h->guard = sl_conn_guard_new(&guard);
     h->daemon = MHD_start_daemon(
         flags, 0, sl_conn_guard_accept, h->guard, on_request, h, MHD_OPTION_SOCK_ADDR,
@@ -504,6 +532,8 @@ struct http_server *http_start(struct server *srv, const char *listen, struct sl
         MHD_OPTION_NOTIFY_CONNECTION, sl_conn_guard_notify, h->guard, MHD_OPTION_EXTERNAL_LOGGER,
         sl_conn_guard_mhd_log, (void *)"http", MHD_OPTION_END);
     if (!h->daemon) {
+        store_set_commit_hook(srv->store, NULL, NULL);
+        desired_waits_stop(h->waits);
         sl_conn_guard_free(h->guard);
         sl_net_list_release(&h->trusted);
         free(h);
@@ -519,6 +549,11 @@ void http_stop(struct http_server *h)
 {
     if (!h)
         return;
+    /* waiting agents are answered (with what they have) before the end */
+    store_set_commit_hook(h->srv->store, NULL, NULL);
+    struct desired_waits *waits = h->waits;
+    __atomic_store_n(&h->waits, NULL, __ATOMIC_SEQ_CST); /* new requests answer at once */
+    desired_waits_stop(waits);
     MHD_stop_daemon(h->daemon);
     sl_conn_guard_free(h->guard);
     sl_net_list_release(&h->trusted);

@@ -6,6 +6,7 @@
 #include "../lib/json.h"
 #include "../lib/timefmt.h"
 #include "billing.h"
+#include "clones.h"
 #include "instance-states.h"
 #include "instance-view.h"
 #include "instances.h"
@@ -17,10 +18,25 @@
 
 int instances_node_changed(struct store *st, const char *node_id, struct sl_error *err)
 {
-    return store_exec(st, "UPDATE nodes SET desired_revision = desired_revision + 1 WHERE id = ?1",
-                      DB_ARGS(DB_TEXT(node_id)), err) < 0
-               ? -1
-               : 0;
+    if (store_exec(st, "UPDATE nodes SET desired_revision = desired_revision + 1 WHERE id = ?1",
+                   DB_ARGS(DB_TEXT(node_id)), err) < 0)
+        return -1;
+    store_note_change(st); /* waiting agents hear of it at commit (desired-wait.h) */
+    return 0;
+}
+
+int instances_owner_changed(struct store *st, const char *user_id, struct sl_error *err)
+{
+    int n =
+        store_exec(st,
+                   "UPDATE nodes SET desired_revision = desired_revision + 1 WHERE id IN"
+                   " (SELECT node_id FROM instances WHERE user_id = ?1 AND state != 'released')",
+                   DB_ARGS(DB_TEXT(user_id)), err);
+    if (n < 0)
+        return -1;
+    if (n > 0)
+        store_note_change(st);
+    return 0;
 }
 
 static json_t *authorized_keys(struct store *st, const char *user_id, struct sl_error *err)
@@ -48,14 +64,14 @@ json_t *instances_desired(struct server *srv, const char *node_id, struct sl_err
     if (store_get_int(st, "SELECT desired_revision FROM nodes WHERE id = ?1",
                       DB_ARGS(DB_TEXT(node_id)), &revision, err) < 0)
         return NULL;
-    cleanup_rows struct db_rows *rows = store_query(
-        st,
-        "SELECT i.id, i.desired, i.generation, i.image, i.mode, m.cpu_cores_per_gpu * i.gpus,"
-        " m.memory_mib_per_gpu * i.gpus, i.system_disk_gib, i.data_disk_gib, i.ssh_port,"
-        " i.root_password_crypt, i.user_id FROM instances i"
-        " JOIN gpu_models m ON m.id = i.gpu_model_id"
-        " WHERE i.node_id = ?1 AND i.state != 'released' ORDER BY i.seq",
-        DB_ARGS(DB_TEXT(node_id)), err);
+    cleanup_rows struct db_rows *rows =
+        store_query(st,
+                    "SELECT i.id, i.desired, i.generation, i.image, i.mode, i.cpu_millicores,"
+                    " i.memory_mib, i.system_disk_gib, i.data_disk_gib, i.ssh_port,"
+                    " i.root_password_crypt, i.user_id FROM instances i"
+                    " JOIN gpu_models m ON m.id = i.gpu_model_id"
+                    " WHERE i.node_id = ?1 AND i.state != 'released' ORDER BY i.seq",
+                    DB_ARGS(DB_TEXT(node_id)), err);
     if (!rows)
         return NULL;
     cleanup_json json_t *items = json_array();
@@ -75,13 +91,18 @@ json_t *instances_desired(struct server *srv, const char *node_id, struct sl_err
                 "{s:s, s:s, s:I, s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:s, s:o}", "id", id,
                 "desired", db_text(rows, 1), "generation", (json_int_t)db_int(rows, 2), "image",
                 db_text(rows, 3), "mode", db_text(rows, 4), "gpus", gpus, "cpu_millicores",
-                (json_int_t)(nogpu ? srv->cfg.nogpu_millicores : db_int(rows, 5) * 1000),
-                "memory_mib", (json_int_t)(nogpu ? srv->cfg.nogpu_memory_mib : db_int(rows, 6)),
+                (json_int_t)sched_instance_limit(nogpu, srv->cfg.nogpu_millicores, db_int(rows, 5)),
+                "memory_mib",
+                (json_int_t)sched_instance_limit(nogpu, srv->cfg.nogpu_memory_mib, db_int(rows, 6)),
                 "system_disk_gib", (json_int_t)db_int(rows, 7), "data_disk_gib",
                 (json_int_t)db_int(rows, 8), "ssh_port", (json_int_t)db_int(rows, 9),
                 "root_password_crypt", db_text(rows, 10), "authorized_keys", keys));
     }
     if (rc < 0 || ports_desired(srv, items, err) < 0)
+        return NULL;
+    /* clones to copy here, and this host's disks others copy (clones.h) */
+    cleanup_json json_t *exports = clones_desired(srv, node_id, items, err);
+    if (!exports)
         return NULL;
     cleanup_rows struct db_rows *images = store_query(
         st,
@@ -102,8 +123,8 @@ json_t *instances_desired(struct server *srv, const char *node_id, struct sl_err
     }
     if (rc < 0)
         return NULL;
-    return json_pack("{s:I, s:O, s:O}", "revision", (json_int_t)revision, "instances", items,
-                     "images", wanted);
+    return json_pack("{s:I, s:O, s:O, s:O}", "revision", (json_int_t)revision, "instances", items,
+                     "images", wanted, "exports", exports);
 }
 
 /* At most this many `oom` events per report: a loop that keeps running out
@@ -149,12 +170,14 @@ static int apply_one(struct server *srv, const char *node_id, json_t *rep, struc
     struct store *st = srv->store;
     const char *id = NULL, *state = NULL, *message = NULL;
     int64_t generation = 0, oom_kills = 0;
+    json_t *copy = NULL;
     const struct sl_json_field f[] = {
         { "id", SL_JSON_STRING, .required = true, .min_len = 1, .max_len = 64, .out = &id },
         { "state", SL_JSON_STRING, .required = true, .min_len = 1, .max_len = 16, .out = &state },
         { "generation", SL_JSON_INT, .min = 0, .max = INT64_MAX, .out = &generation },
         { "message", SL_JSON_STRING, .max_len = 500, .multiline = true, .out = &message },
         { "oom_kills", SL_JSON_INT, .min = 0, .max = INT64_MAX, .out = &oom_kills },
+        { "copy", SL_JSON_OBJECT, .out = &copy }, /* a clone's copy under way */
     };
     int now = -1, desired = -1, reported;
     int64_t want_generation = 0;
@@ -179,8 +202,18 @@ static int apply_one(struct server *srv, const char *node_id, json_t *rep, struc
     reported = instance_report_parse(state);
     if (now < 0 || desired < 0 || reported < 0 ||
         !instance_after_report(now, desired, reported, generation >= want_generation, &next)) {
+        if (copy && clones_apply_report(srv, id, copy, -1, err) < 0)
+            return -1;
         if (oom_kills > 0 && reported == REPORT_RUNNING && now == INSTANCE_RUNNING)
             return record_oom_kills(st, id, oom_kills, err);
+        /* a step the node keeps trying (a stop or release that fails)
+         * says why while the state waits; "" once it worked */
+        if (message && reported != REPORT_FAILED &&
+            store_exec(st,
+                       "UPDATE instances SET state_message = ?2 WHERE id = ?1"
+                       " AND state_message != ?2",
+                       DB_ARGS(DB_TEXT(id), DB_TEXT(message)), err) < 0)
+            return -1;
         return 0;
     }
     const char *name = instance_state_name(next);
@@ -195,6 +228,9 @@ static int apply_one(struct server *srv, const char *node_id, json_t *rep, struc
     if (next == INSTANCE_RUNNING && billing_open_compute(srv, id, err) < 0)
         return -1;
     if (next == INSTANCE_FAILED && billing_close(srv, id, false, err) < 0)
+        return -1;
+    /* a clone that runs, failed or is gone: its copy ends (clones.h) */
+    if (clones_apply_report(srv, id, copy, (int)next, err) < 0)
         return -1;
     /* GPUs go back to the pool once nothing runs on them, unless a plan
      * keeps them */

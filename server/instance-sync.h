@@ -20,6 +20,11 @@ json_t *instances_desired(struct server *srv, const char *node_id, struct sl_err
  * the caller's transaction. */
 int instances_node_changed(struct store *st, const char *node_id, struct sl_error *err);
 
+/* Tells every node holding one of user_id's instances that its desired
+ * state changed (the owner's SSH keys did), inside the caller's
+ * transaction. */
+int instances_owner_changed(struct store *st, const char *user_id, struct sl_error *err);
+
 /* Applies a node's report of what runs there: [{id, state, generation,
  * message, oom_kills}], states "running", "stopped", "absent", "failed".
  * Instances that are not the node's are ignored (it will be told to drop

@@ -5,8 +5,11 @@
 #include "../lib/xalloc.h"
 #include "api.h"
 #include "billing.h"
+#include "clones.h"
 #include "instance-passwords.h"
+#include "nodes.h"
 #include "ports.h"
+#include "sched.h"
 #include "stops.h"
 
 #include <inttypes.h>
@@ -62,8 +65,8 @@ json_t *instance_json(struct server *srv, const char *id, const char *user_id, s
     cleanup_rows struct db_rows *rows = store_query(
         srv->store,
         "SELECT i.id, i.name, i.user_id, i.region_id, i.node_id, m.name, i.gpus, i.image,"
-        " i.state, i.desired, i.mode, i.plan, m.cpu_cores_per_gpu * i.gpus,"
-        " m.memory_mib_per_gpu * i.gpus, i.system_disk_gib, i.data_disk_gib, n.address,"
+        " i.state, i.desired, i.mode, i.plan, i.cpu_millicores,"
+        " i.memory_mib, i.system_disk_gib, i.data_disk_gib, n.address,"
         " i.ssh_port, i.root_password, i.state_message, i.created_at, i.updated_at,"
         " (SELECT COUNT(*) FROM gpus g WHERE g.node_id = i.node_id AND g.simulated = 1"
         "  AND g.gpu_model_id = i.gpu_model_id) > 0,"
@@ -100,12 +103,14 @@ json_t *instance_json(struct server *srv, const char *id, const char *user_id, s
         (json_int_t)db_int(rows, 6), "gpu_indices", gpus, "simulated_gpus", (int)db_int(rows, 22),
         "image", db_text(rows, 7), "state", db_text(rows, 8), "desired", db_text(rows, 9), "mode",
         db_text(rows, 10), "plan", db_text(rows, 11), "cpu_cores",
-        nogpu ? (double)srv->cfg.nogpu_millicores / 1000.0 : (double)db_int(rows, 12), "memory_mib",
-        (json_int_t)(nogpu ? srv->cfg.nogpu_memory_mib : db_int(rows, 13)), "system_disk_gib",
-        (json_int_t)db_int(rows, 14), "data_disk_gib", (json_int_t)db_int(rows, 15), "ssh", "host",
-        db_text(rows, 16), "port", (json_int_t)db_int(rows, 17), "user", "root", "password",
-        password, "command", command, "state_message", db_text(rows, 19), "created_at",
-        api_time(db_int(rows, 20)), "updated_at", api_time(db_int(rows, 21)));
+        (double)sched_instance_limit(nogpu, srv->cfg.nogpu_millicores, db_int(rows, 12)) / 1000.0,
+        "memory_mib",
+        (json_int_t)sched_instance_limit(nogpu, srv->cfg.nogpu_memory_mib, db_int(rows, 13)),
+        "system_disk_gib", (json_int_t)db_int(rows, 14), "data_disk_gib",
+        (json_int_t)db_int(rows, 15), "ssh", "host", db_text(rows, 16), "port",
+        (json_int_t)db_int(rows, 17), "user", "root", "password", password, "command", command,
+        "state_message", db_text(rows, 19), "created_at", api_time(db_int(rows, 20)), "updated_at",
+        api_time(db_int(rows, 21)));
     if (!j)
         return NULL;
     j = billing_json(srv, j, rows, err);
@@ -113,5 +118,15 @@ json_t *instance_json(struct server *srv, const char *id, const char *user_id, s
         json_decref(j);
         return NULL;
     }
-    return j ? stops_json(srv, j, err) : NULL;
+    j = j ? stops_json(srv, j, err) : NULL;
+    if (j && clones_instance_json(srv, j, err) < 0) { /* a clone's copy */
+        json_decref(j);
+        return NULL;
+    }
+    /* last: a lost host shows host_lost in place of the recorded state */
+    if (j && nodes_instance_view(srv, j, err) < 0) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
 }

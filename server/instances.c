@@ -7,6 +7,8 @@
 #include "../lib/id.h"
 #include "../lib/timefmt.h"
 #include "billing.h"
+#include "clones.h"
+#include "nodes.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -162,14 +164,27 @@ int instance_start(struct server *srv, const char *id, const char *mode, struct 
 
     if (rc <= 0)
         return rc;
-    if (billing_plan_active(st, id, &prepaid, err) < 0 ||
-        sched_check_start(srv, r.user_id, r.model_id, r.gpus, r.region, nogpu, prepaid, err) < 0)
+    /* a source being copied, a clone whose copy failed (clones.h) */
+    if (clones_verb_check(srv, id, VERB_START, err) < 0)
         return -1;
+    if (billing_plan_active(st, id, &prepaid, err) < 0 ||
+        sched_check_start(srv, r.user_id, r.model_id, r.gpus, r.region, nogpu, prepaid, err) < 0 ||
+        nodes_check_start(srv, id, r.node_id, prepaid, nogpu, err) < 0) {
+        clones_start_hint(srv, id, err); /* a full host: names a host with room */
+        return -1;
+    }
     if (nogpu) {
         /* a plan keeps its GPUs even while they are not used */
         if (!prepaid && instance_free_gpus(st, id, err) < 0)
             return -1;
     } else if (instance_hold_gpus(st, id, err) < 0) {
+        clones_start_hint(srv, id, err); /* names a host with room */
+        return -1;
+    }
+    /* the CPU and memory that come with the GPUs (sched.h); after them, so
+     * that GPUs taken are said first. A refusal rolls the hold back. */
+    if (sched_check_room(srv, id, nogpu, err) < 0) {
+        clones_start_hint(srv, id, err);
         return -1;
     }
     /* a new generation: the node retries even a start that failed before */
@@ -208,6 +223,9 @@ int instance_release(struct server *srv, const char *id, const char *reason, str
 
     if (rc <= 0)
         return rc;
+    /* not a source being copied; a clone still copying ends its copy */
+    if (clones_verb_check(srv, id, VERB_RELEASE, err) < 0)
+        return -1;
     /* the unused part of a plan comes back; nothing is billed after this */
     if (billing_plan_end(srv, id, reason, err) < 0 || billing_close(srv, id, true, err) < 0 ||
         verb_set_state(st, id, VERB_RELEASE, NULL, err) < 0 ||

@@ -7,6 +7,7 @@
 #include "http.h"
 #include "idempotency.h"
 #include "instances.h"
+#include "nodes.h"
 #include "ports.h"
 #include "server.h"
 #include "stops.h"
@@ -97,6 +98,16 @@ static void stops(struct server *srv)
         log_info("stops: %" PRId64 " scheduled, %" PRId64 " idle stopped, %" PRId64
                  " idle warnings",
                  stats.scheduled, stats.idle, stats.warnings);
+}
+
+/* Hosts silent past nodes.lost_after (nodes.h): their renters are told. */
+static void fleet(struct server *srv)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    int64_t lost;
+
+    if (nodes_watch(srv, &lost, &err) < 0)
+        log_warn("nodes: %s", err.message);
 }
 
 /* A background job: run every *interval seconds (on a steady beat: a slow
@@ -324,6 +335,7 @@ int main(int argc, char **argv)
         { maintenance, &minute, &srv, 0 },
         { billing, &srv.cfg.settle_interval, &srv, 0 },
         { stops, &srv.cfg.stop_check_interval, &srv, 0 },
+        { fleet, &srv.cfg.stop_check_interval, &srv, 0 },
     };
     for (size_t i = 0; i < ARRAY_SIZE(jobs); i++)
         pthread_create(&jobs[i].thread, NULL, periodic_loop, &jobs[i]);

@@ -301,6 +301,14 @@ int nodes_heartbeat(struct server *srv, const char *node_id, json_t *inventory,
 {
     if (nodes_check_inventory(inventory, err) < 0 || billing_host_reported(srv, node_id, err) < 0)
         return -1;
+    /* a lost host is back: its instances show their states again */
+    int back = store_exec(srv->store,
+                          "UPDATE nodes SET lost_at = NULL WHERE id = ?1 AND lost_at IS NOT NULL",
+                          DB_ARGS(DB_TEXT(node_id)), err);
+    if (back < 0)
+        return -1;
+    if (back > 0)
+        log_info("nodes: %s reports again after it was lost", node_id);
     return update_inventory(srv->store, node_id, inventory, err);
 }
 
@@ -328,6 +336,26 @@ static json_t *gpus_json(struct store *st, const char *node_id, struct sl_error 
     return rc < 0 ? NULL : TAKE_PTR(out);
 }
 
+/* The instances of the host not released: [{id, state, plan, user_id}]. */
+static json_t *node_instances_json(struct store *st, const char *node_id, struct sl_error *err)
+{
+    cleanup_rows struct db_rows *rows =
+        store_query(st,
+                    "SELECT id, state, plan, user_id FROM instances WHERE node_id = ?1"
+                    " AND state != 'released' ORDER BY seq",
+                    DB_ARGS(DB_TEXT(node_id)), err);
+    cleanup_json json_t *out = json_array();
+    int rc;
+
+    if (!rows)
+        return NULL;
+    while ((rc = db_next(rows, err)) == 1)
+        json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:s}", "id", db_text(rows, 0),
+                                             "state", db_text(rows, 1), "plan", db_text(rows, 2),
+                                             "user_id", db_text(rows, 3)));
+    return rc < 0 ? NULL : TAKE_PTR(out);
+}
+
 json_t *nodes_json(struct server *srv, const char *node_id, struct sl_error *err)
 {
     cleanup_rows struct db_rows *rows = store_query(
@@ -336,7 +364,9 @@ json_t *nodes_json(struct server *srv, const char *node_id, struct sl_error *err
         " disk_free_gib, driver_version, cuda_version, agent_version, last_heartbeat,"
         " created_at, disk_free_bytes, instance_disks_bytes,"
         " (SELECT COALESCE(SUM(i.system_disk_gib + i.data_disk_gib), 0) FROM instances i"
-        "  WHERE i.node_id = nodes.id AND i.state != 'released') FROM nodes WHERE id = ?1",
+        "  WHERE i.node_id = nodes.id AND i.state != 'released'),"
+        " cordoned_at, draining_at, cordon_reason FROM nodes WHERE id = ?1"
+        " AND removed_at IS NULL",
         DB_ARGS(DB_TEXT(node_id)), err);
     int rc;
 
@@ -347,7 +377,7 @@ json_t *nodes_json(struct server *srv, const char *node_id, struct sl_error *err
         return NULL;
     }
     int64_t last = db_null(rows, 11) ? 0 : db_int(rows, 11);
-    bool online = last && sl_time_now() - last < srv->cfg.node_offline_after;
+    enum node_condition condition = nodes_condition(&srv->cfg, last, sl_time_now());
     json_t *gpus = gpus_json(srv->store, node_id, err);
     if (!gpus)
         return NULL;
@@ -362,7 +392,7 @@ json_t *nodes_json(struct server *srv, const char *node_id, struct sl_error *err
         "{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:o, s:o,"
         " s:o, s:I, s:I, s:b}",
         "id", db_text(rows, 0), "hostname", db_text(rows, 1), "address", db_text(rows, 2), "region",
-        db_text(rows, 3), "state", online ? "online" : "offline", "cpu_cores",
+        db_text(rows, 3), "state", nodes_condition_name(condition), "cpu_cores",
         (json_int_t)db_int(rows, 4), "memory_mib", (json_int_t)db_int(rows, 5), "disk_total_gib",
         (json_int_t)db_int(rows, 6), "disk_free_gib", (json_int_t)db_int(rows, 7), "driver_version",
         db_text(rows, 8), "cuda_version", db_text(rows, 9), "agent_version", db_text(rows, 10),
@@ -380,6 +410,19 @@ json_t *nodes_json(struct server *srv, const char *node_id, struct sl_error *err
                   (json_int_t)srv->cfg.disk_overcommit_percent, "capacity_gib",
                   (json_int_t)nodes_disk_capacity_gib(srv, db_int(rows, 13), db_int(rows, 14)),
                   "promised_gib", (json_int_t)db_int(rows, 15)));
+    /* the operator's marks, and what still lives there (a drain's
+     * progress; what a remove waits for) */
+    json_object_set_new(j, "cordoned", json_boolean(!db_null(rows, 16)));
+    json_object_set_new(j, "draining", json_boolean(!db_null(rows, 17)));
+    json_object_set_new(j, "cordoned_at",
+                        db_null(rows, 16) ? json_null() : api_time(db_int(rows, 16)));
+    json_object_set_new(j, "cordon_reason", json_string(db_text(rows, 18)));
+    json_t *instances = node_instances_json(srv->store, node_id, err);
+    if (!instances) {
+        json_decref(j);
+        return NULL;
+    }
+    json_object_set_new(j, "instances", instances);
     return j;
 }
 

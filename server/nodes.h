@@ -43,4 +43,83 @@ json_t *nodes_json(struct server *srv, const char *node_id, struct sl_error *err
 int64_t nodes_disk_room_gib(const struct server *srv, int64_t free_bytes, int64_t disks_bytes,
                             int64_t promised_gib);
 
+/* A fleet (docs/operations.md, "A fleet"; server/nodes-fleet.c). */
+
+/* How a host stands, from its heartbeats: online (heard within
+ * nodes.offline_after), offline, or lost (silent nodes.lost_after, and never
+ * sooner than offline). A host never heard from is offline. */
+enum node_condition {
+    NODE_ONLINE,
+    NODE_OFFLINE,
+    NODE_LOST,
+};
+enum node_condition nodes_condition(const struct server_config *cfg, int64_t last_heartbeat,
+                                    int64_t now);
+/* "online", "offline", "lost". */
+const char *nodes_condition_name(enum node_condition c);
+
+/* What the fleet knows of a host: its condition and the operator's marks. */
+struct node_status {
+    enum node_condition condition;
+    int64_t last_heartbeat; /* 0: never */
+    bool cordoned, draining;
+    char reason[256]; /* the operator's, "" for none */
+};
+
+/* Fills ns for node_id (404 no_such_node when there is none, or it was
+ * removed). */
+int nodes_status(struct server *srv, const char *node_id, struct node_status *ns,
+                 struct sl_error *err);
+
+/* Why an instance may not start on a host that stands as ns: NULL when it
+ * may, else the error code ("host_lost", "host_unavailable"). holds_gpus:
+ * its GPUs are still its own (a plan keeps them while stopped); nogpu: a
+ * start in no-GPU mode. Pure. */
+const char *nodes_start_refusal(const struct node_status *ns, bool holds_gpus, bool nogpu);
+
+/* The 409 for a start of instance_id on node_id, or 0 when the host lets
+ * it start (nodes_start_refusal). */
+int nodes_check_start(struct server *srv, const char *instance_id, const char *node_id,
+                      bool holds_gpus, bool nogpu, struct sl_error *err);
+
+/* The 409 host_unavailable for a new instance pinned to a cordoned host,
+ * or 0. */
+int nodes_check_placement(struct server *srv, const char *node_id, struct sl_error *err);
+
+/* Cordons a host: no new placement, no start that needs its GPUs again.
+ * reason (may be NULL) is shown to its renters. Idempotent. */
+int nodes_cordon(struct server *srv, const char *node_id, const char *reason, struct sl_error *err);
+
+/* Drains a host: cordons it, and stops its pay-as-you-go instances (reason
+ * host_drain, an event with what to do); instances on a plan run to its
+ * end. stopped/kept: new arrays of the instance ids stopped and of those
+ * left running (callers may pass NULL). Call it inside a transaction. */
+int nodes_drain(struct server *srv, const char *node_id, const char *reason, json_t **stopped,
+                json_t **kept, struct sl_error *err);
+
+/* Ends a cordon or a drain: the host takes placements again. */
+int nodes_uncordon(struct server *srv, const char *node_id, struct sl_error *err);
+
+/* Removes a host: 409 node_not_empty, naming them, while any instance not
+ * released lives there (on a lost host, those already being released are
+ * finished with it: nothing of them can be reached). Its token stops
+ * working, its GPUs leave the pool; its row stays for the history. Call it
+ * inside a transaction. */
+int nodes_remove(struct server *srv, const char *node_id, struct sl_error *err);
+
+/* Whether the host of instance_id is being drained (a plan is not renewed
+ * there). */
+int nodes_instance_host_draining(struct store *st, const char *instance_id, bool *draining,
+                                 struct sl_error *err);
+
+/* The instance view (instance-view.c) as its host makes it: on a lost host
+ * state becomes "host_lost" with a state_message naming the ways out; on a
+ * drained or cordoned one the message says what that means for it. j is
+ * the Instance object; 0 or -1. */
+int nodes_instance_view(struct server *srv, json_t *j, struct sl_error *err);
+
+/* Notices hosts that became lost: marks each once and tells the renters of
+ * its instances (event host_lost); lost: how many. Its own transactions. */
+int nodes_watch(struct server *srv, int64_t *lost, struct sl_error *err);
+
 #endif

@@ -75,6 +75,9 @@ const struct sl_option server_options[] = {
         node_heartbeat_interval, "how often node agents report"),
     OPT("nodes.offline_after", SL_OPT_DURATION, "30s", 2, SL_SEC_PER_HOUR, node_offline_after,
         "a node silent this long shows offline (and its instances stop being billed)"),
+    OPT("nodes.lost_after", SL_OPT_DURATION, "10m", 2, 30 * DAY, node_lost_after,
+        "a node silent this long is lost: its instances show host_lost to their renters (never "
+        "sooner than nodes.offline_after)"),
     OPT("nodes.ssh_port_min", SL_OPT_INT, "30000", 1024, 65535, ssh_port_min,
         "lowest host port given to an instance's SSH"),
     OPT("nodes.ssh_port_max", SL_OPT_INT, "39999", 1024, 65535, ssh_port_max,
@@ -94,6 +97,12 @@ const struct sl_option server_options[] = {
     OPT("nodes.disk_overcommit_percent", SL_OPT_INT, "0", 0, 100000, disk_overcommit_percent,
         "instance disks (sparse files) a host may promise beyond what it can hold, in percent; "
         "0: every promised byte fits"),
+    OPT("nodes.cpu_reserve_millicores", SL_OPT_INT, "0", 0, 1 << 22, cpu_reserve_millicores,
+        "CPU of every host kept for the host itself, in thousandths of a core; the rest is "
+        "divided among its GPUs"),
+    OPT("nodes.memory_reserve_mib", SL_OPT_INT, "2048", 0, 1 << 30, memory_reserve_mib,
+        "memory of every host kept for the host itself (agent, nginx, page cache); the rest is "
+        "divided among its GPUs"),
     OPT("instances.nogpu_millicores", SL_OPT_INT, "500", 100, 64000, nogpu_millicores,
         "CPU of an instance in no-GPU mode, in thousandths of a core"),
     OPT("instances.nogpu_memory_mib", SL_OPT_INT, "2048", 256, 1 << 20, nogpu_memory_mib,

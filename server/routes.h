@@ -58,6 +58,10 @@ HANDLER(api_admin_join_tokens_list);
 HANDLER(api_admin_join_tokens_delete);
 HANDLER(api_admin_nodes_list);
 HANDLER(api_admin_nodes_get);
+HANDLER(api_admin_nodes_cordon);
+HANDLER(api_admin_nodes_drain);
+HANDLER(api_admin_nodes_uncordon);
+HANDLER(api_admin_nodes_remove);
 HANDLER(api_nodes_enroll);
 HANDLER(api_nodes_heartbeat);
 HANDLER(api_nodes_desired);
@@ -70,6 +74,8 @@ HANDLER(api_instances_start);
 HANDLER(api_instances_stop);
 HANDLER(api_instances_restart);
 HANDLER(api_instances_release);
+/* api-clones.c */
+HANDLER(api_instances_clone);
 /* api-ports.c */
 HANDLER(api_instances_ports_list);
 HANDLER(api_instances_ports_set);

@@ -38,6 +38,7 @@ struct server_config {
     int64_t payment_webhook_tolerance;
     int64_t page_size_max;
     int64_t node_offline_after;
+    int64_t node_lost_after; /* silent this long: its instances show host_lost */
     int64_t node_heartbeat_interval;
     int64_t ssh_port_min;
     int64_t ssh_port_max;
@@ -48,6 +49,8 @@ struct server_config {
     int64_t max_instances_per_user;
     int64_t disk_reserve_gib;
     int64_t disk_overcommit_percent;
+    int64_t cpu_reserve_millicores; /* kept for the host; the rest divided among its GPUs */
+    int64_t memory_reserve_mib;
     int64_t nogpu_millicores;
     int64_t nogpu_memory_mib;
     int64_t max_upload_bytes;

@@ -395,5 +395,55 @@ const char *const sqlite_migrations[] = {
     "CREATE UNIQUE INDEX images_seq ON images(seq);"
     "CREATE TRIGGER images_seq AFTER INSERT ON images BEGIN"
     "  UPDATE images SET seq = NEW.rowid WHERE rowid = NEW.rowid; END;",
+
+    /* 9: a fleet (issue 12). An operator cordons a host (no placement, no
+     * start that needs its GPUs again) or drains it (cordoned, and its
+     * pay-as-you-go instances stopped); a host silent past nodes.lost_after
+     * is lost (lost_at: when that was noticed, for its events); a removed
+     * host keeps its row for the instances' history, with a token hash no
+     * token has (docs/operations.md, "A fleet"). */
+    "ALTER TABLE nodes ADD COLUMN cordoned_at INTEGER;"
+    "ALTER TABLE nodes ADD COLUMN draining_at INTEGER;"
+    "ALTER TABLE nodes ADD COLUMN cordon_reason TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE nodes ADD COLUMN lost_at INTEGER;"
+    "ALTER TABLE nodes ADD COLUMN removed_at INTEGER;"
+    /* offers per host (docs/design/control-plane.md, "Offers per host"):
+     * an instance's CPU and memory, fixed when it is placed at its GPUs'
+     * share of the host. Instances made before get their GPUs' share of the
+     * host as it reported itself, never more than the catalog promised. */
+    "ALTER TABLE instances ADD COLUMN cpu_millicores INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE instances ADD COLUMN memory_mib INTEGER NOT NULL DEFAULT 0;"
+    "UPDATE instances SET"
+    "  cpu_millicores = gpus * COALESCE((SELECT CASE WHEN n.cpu_cores > 0 THEN"
+    "    MIN(m.cpu_cores_per_gpu * 1000, n.cpu_cores * 1000 / MAX(1, (SELECT COUNT(*)"
+    "    FROM gpus g WHERE g.node_id = n.id))) ELSE m.cpu_cores_per_gpu * 1000 END"
+    "    FROM gpu_models m, nodes n WHERE m.id = instances.gpu_model_id"
+    "    AND n.id = instances.node_id), 1000),"
+    "  memory_mib = gpus * COALESCE((SELECT CASE WHEN n.memory_mib > 0 THEN"
+    "    MIN(m.memory_mib_per_gpu, n.memory_mib / MAX(1, (SELECT COUNT(*)"
+    "    FROM gpus g WHERE g.node_id = n.id))) ELSE m.memory_mib_per_gpu END"
+    "    FROM gpu_models m, nodes n WHERE m.id = instances.gpu_model_id"
+    "    AND n.id = instances.node_id), 1024);"
+    /* clones (docs/design/instances.md, "Clones"): a copy of a stopped
+     * instance's disks into a new one, agent to agent. token: the one-time
+     * transfer token, sealed (for the clone's host); token_hash: its
+     * SHA-256 (for the source's host, which checks it). state: copying,
+     * done, failed, canceled. A node reports the port it serves copies on. */
+    "CREATE TABLE clones ("
+    "  instance_id TEXT PRIMARY KEY REFERENCES instances(id),"
+    "  source_id TEXT NOT NULL REFERENCES instances(id),"
+    "  source_node_id TEXT NOT NULL REFERENCES nodes(id),"
+    "  token_hash TEXT NOT NULL,"
+    "  token TEXT NOT NULL,"
+    "  state TEXT NOT NULL,"
+    "  bytes_done INTEGER NOT NULL DEFAULT 0,"
+    "  bytes_total INTEGER NOT NULL DEFAULT 0,"
+    "  progress_step INTEGER NOT NULL DEFAULT 0,"
+    "  message TEXT NOT NULL DEFAULT '',"
+    "  created_at INTEGER NOT NULL,"
+    "  ended_at INTEGER);"
+    "CREATE INDEX clones_source ON clones(source_id, state);"
+    "CREATE INDEX clones_source_node ON clones(source_node_id, state);"
+    "ALTER TABLE nodes ADD COLUMN transfer_port INTEGER NOT NULL DEFAULT 0;",
     0,
 };

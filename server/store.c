@@ -22,12 +22,16 @@ struct store {
      * load that turns a 1 ms queue into 100 ms tails. A mutex queues them
      * at once and fairly. */
     pthread_mutex_t write_lock;
+    /* store_set_commit_hook */
+    void (*on_commit)(void *ctx);
+    void *on_commit_ctx;
 };
 
 struct conn {
     struct store *st;
     void *backend;
     int depth;
+    bool noted; /* store_note_change in the open transaction */
 };
 
 struct db_rows_header {
@@ -202,9 +206,31 @@ int store_commit(struct store *st, struct sl_error *err)
         store_rollback(st);
         return -1;
     }
-    if (--c->depth == 0)
+    if (--c->depth == 0) {
         pthread_mutex_unlock(&st->write_lock);
+        if (c->noted) {
+            c->noted = false;
+            if (st->on_commit)
+                st->on_commit(st->on_commit_ctx);
+        }
+    }
     return 0;
+}
+
+void store_set_commit_hook(struct store *st, void (*fn)(void *ctx), void *ctx)
+{
+    st->on_commit = fn;
+    st->on_commit_ctx = ctx;
+}
+
+void store_note_change(struct store *st)
+{
+    struct conn *c = pthread_getspecific(st->key);
+
+    if (c && c->depth > 0)
+        c->noted = true;
+    else if (st->on_commit)
+        st->on_commit(st->on_commit_ctx);
 }
 
 void store_rollback(struct store *st)
@@ -217,6 +243,7 @@ void store_rollback(struct store *st)
     if (c->depth == 1) {
         st->ops->exec(c->backend, "ROLLBACK", DB_NO_ARGS, NULL);
         pthread_mutex_unlock(&st->write_lock);
+        c->noted = false;
     } else {
         snprintf(sql, sizeof(sql), "ROLLBACK TO sp%d", c->depth - 1);
         st->ops->exec(c->backend, sql, DB_NO_ARGS, NULL);

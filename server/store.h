@@ -86,6 +86,13 @@ int store_schema_version(struct store *st, int *have, int *want, struct sl_error
 int store_begin(struct store *st, struct sl_error *err);
 int store_commit(struct store *st, struct sl_error *err);
 void store_rollback(struct store *st);
+/* fn(ctx) runs after the outermost commit of a transaction in which
+ * store_note_change was called, outside the write lock, on the committing
+ * thread (at once when no transaction is open; never after a rollback).
+ * One hook per store; set it before other threads use the store. */
+void store_set_commit_hook(struct store *st, void (*fn)(void *ctx), void *ctx);
+void store_note_change(struct store *st);
+
 /* Depth of open transactions on this thread's connection. */
 int store_tx_depth(struct store *st);
 

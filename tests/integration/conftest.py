@@ -2,6 +2,7 @@
 port and data directory, talk to it over real HTTP, run the real CLI.
 
 SUANLI_BUILD names the build directory (default: build/)."""
+import contextlib
 import ipaddress
 import json
 import os
@@ -419,6 +420,11 @@ class ApiHost:
         return r.json["disk"]
 
 
+# where agents pin instances' network namespaces: their own directory, and
+# /run/netns, where agents before it did (node/net.c)
+NETNS_PIN_DIRS = ("/run/suanli-node/netns", "/run/netns")
+
+
 def host_leftovers(data_dir, instance_id, port):
     """What of a released instance is still on the host (empty when none)."""
     left = []
@@ -428,7 +434,7 @@ def host_leftovers(data_dir, instance_id, port):
     loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
     if instance_id in loops:
         left.append("loop device")
-    if os.path.exists(f"/run/netns/suanli-{instance_id}"):
+    if any(os.path.exists(f"{d}/suanli-{instance_id}") for d in NETNS_PIN_DIRS):
         left.append("netns")
     runc = subprocess.run(["runc", "--root", os.path.join(data_dir, "runc"), "list", "-q"],
                           capture_output=True, text=True).stdout
@@ -462,6 +468,7 @@ def cleanup_node_state(data_dir):
     containers, mounts, loop devices and instance namespaces. A fleet host's
     network goes with its namespace."""
     stop_proxy(data_dir)
+    stop_lxcfs(data_dir)
     runc_root = os.path.join(data_dir, "runc")
     if os.path.isdir(runc_root):
         out = subprocess.run(["runc", "--root", runc_root, "list", "-q"],
@@ -477,10 +484,38 @@ def cleanup_node_state(data_dir):
                                text=True).stdout.splitlines():
         if data_dir in line:
             subprocess.run(["losetup", "-d", line.split(":")[0]], capture_output=True)
-    for ns in os.listdir("/run/netns") if os.path.isdir("/run/netns") else []:
-        if ns.startswith("suanli-i-") and os.path.exists(
-                os.path.join(data_dir, "instances", ns[len("suanli-"):])):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    for pins in NETNS_PIN_DIRS:
+        for ns in os.listdir(pins) if os.path.isdir(pins) else []:
+            if ns.startswith("suanli-i-") and os.path.exists(
+                    os.path.join(data_dir, "instances", ns[len("suanli-"):])):
+                subprocess.run(["umount", "-l", os.path.join(pins, ns)], capture_output=True)
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(pins, ns))
+
+
+def process_alive(pid):
+    """Whether pid runs (a zombie, exited but not reaped yet, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def stop_lxcfs(data_dir):
+    """Stops the lxcfs the node started at DATA/lxcfs (node/lxcfs.h): it
+    outlives the agent on purpose, for the instances that read it."""
+    try:
+        with open(os.path.join(data_dir, "lxcfs.pid")) as f:
+            pid = int(f.read().split()[0])
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if b"lxcfs" in f.read():
+                os.kill(pid, signal.SIGTERM)
+                wait_for(lambda: not process_alive(pid), timeout=10,
+                         what=f"lxcfs {pid} to exit")
+    except (OSError, ValueError, IndexError):
+        pass
+    subprocess.run(["umount", "-l", os.path.join(data_dir, "lxcfs")], capture_output=True)
 
 
 def stop_proxy(data_dir):
@@ -849,7 +884,9 @@ def fleet(cluster):
             node = Node(server, os.path.join(d, f"host{i}"), r.json["token"],
                         gpus="2:RTX 4090", proxy_port=proxy_port,
                         network=(TEST_BRIDGE, subnet), address=address, netns=netns,
-                        extra=["--set", f"hostname=fleet-host-{i}"])
+                        extra=["--set", f"hostname=fleet-host-{i}",
+                               # a clone's copy gives up on a silent source soon (t440)
+                               "--set", "transfer.retry_s=15"])
             nodes.append(node)
             node.start()
         archive = image_archive(cluster.node.data_dir, IMAGE, os.path.join(d, "image.tar"))

@@ -650,6 +650,16 @@ def test_hosts_images_instances_match_the_schemas(spec, server):
     r = server.request("GET", "/v1/admin/nodes/n-aaaaaaaaaaaa", token=admin)
     check(spec, r, "GET", "/v1/admin/nodes/{id}", 404)
     assert r.code == "no_such_node"
+    # a fleet's operations (t430), on the host that holds nothing
+    opath = f"/v1/admin/nodes/{other['node_id']}"
+    for verb, body, schema in (("cordon", {"reason": "t101"}, "cordon"), ("drain", None, "drain"),
+                               ("uncordon", None, "uncordon")):
+        r = server.request("POST", f"{opath}/{verb}", body, token=admin)
+        check(spec, r, "POST", f"{opath}/{verb}", 200, "/v1/admin/nodes/{id}/" + schema)
+    r = server.request("POST", f"{opath}/cordon", {"reason": ""}, token=admin)
+    check(spec, r, "POST", f"{opath}/cordon", 400, "/v1/admin/nodes/{id}/cordon")
+    r = server.request("DELETE", "/v1/admin/nodes/n-aaaaaaaaaaaa", token=admin)
+    check(spec, r, "DELETE", "/v1/admin/nodes/n-aaaaaaaaaaaa", 404, "/v1/admin/nodes/{id}")
     market = check(spec, server.request("GET", f"/v1/market?region={region}", token=tok),
                    "GET", "/v1/market", 200)
     supply = next(m for m in market["items"][0]["gpu_models"] if m["name"] == model)

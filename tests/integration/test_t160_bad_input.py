@@ -43,8 +43,11 @@ TEMPLATES = {
     "POST /v1/instances/{id}/stop": {"in_seconds": 3600},
     "POST /v1/instances/{id}/idle-stop": {"after_seconds": 1800},
     "POST /v1/me/idle-stop": {"after_seconds": 1800},
-    # takes no body, or {}
+    # takes no body, or {} (the nodes' reason is optional: t430 tries it)
     "POST /v1/admin/billing/run": {},
+    "POST /v1/admin/nodes/{id}/cordon": {},
+    "POST /v1/admin/nodes/{id}/drain": {},
+    "POST /v1/admin/nodes/{id}/uncordon": {},
 }
 GENERIC = {"name": "x", "amount_micros": 1, "enabled": True}
 # fields a route accepts without: leaving them out is no error, so not tried
@@ -84,6 +87,10 @@ def env(tmp_path_factory):
     renter = s.register()
     gpu = s.request("GET", "/v1/gpu-models", token=s.admin_token).json["items"][0]["id"]
     ids = {"/v1/admin/gpu-models/{id}": gpu}
+    # a host that reports through the API, for the node routes' bodies
+    host = ApiHost(s)
+    for verb in ("cordon", "drain", "uncordon"):
+        ids[f"/v1/admin/nodes/{{id}}/{verb}"] = host.node_id
     yield {"server": s, "renter": renter, "ids": ids}
     s.stop()
 

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import SUANLID
+from conftest import SUANLID, ApiHost
 
 # routes anyone may call without logging in, and what they answer a caller
 # with no credentials (or bad ones, which they ignore) and a body of {}: the
@@ -33,6 +33,8 @@ def b_expects(method, pattern):
         return 404, "not_found"  # as for a route that does not exist
     if pattern.startswith("/v1/nodes/{id}"):
         return 401, "unauthenticated"  # a renter's token is no node's
+    if pattern.startswith("/v1/front/"):
+        return 401, "unauthenticated"  # nor the front door's
     if pattern.startswith("/v1/tokens/{id}"):
         return 404, "no_such_token"
     if pattern.startswith("/v1/ssh-keys/{id}"):
@@ -221,6 +223,13 @@ def admin_writes(server, world):
         return int(m.group(1)) if m else 0
 
     passes = billing_passes()
+    # a host to cordon and drain, and one the admin cordoned to uncordon and remove
+    host, held = ApiHost(server, image="authz-image"), ApiHost(server, image="authz-image")
+    r = server.request("POST", f"/v1/admin/nodes/{held.node_id}/cordon", {}, token=admin)
+    assert r.status == 200, r
+
+    def node(h):
+        return server.request("GET", f"/v1/admin/nodes/{h.node_id}", token=admin)
     n_join = len(join_tokens())
     return [
         ("POST", "/v1/admin/join-tokens", {"region": "sample-1"},
@@ -245,6 +254,13 @@ def admin_writes(server, world):
         ("POST", "/v1/admin/prices", {"item": "nogpu", "amount_micros": 1},
          lambda: market()["nogpu_price_per_hour_micros"] == nogpu),
         ("POST", "/v1/admin/billing/run", {}, lambda: billing_passes() == passes),
+        ("POST", f"/v1/admin/nodes/{host.node_id}/cordon", {},
+         lambda: not node(host).json["cordoned"]),
+        ("POST", f"/v1/admin/nodes/{host.node_id}/drain", {},
+         lambda: not node(host).json["draining"]),
+        ("POST", f"/v1/admin/nodes/{held.node_id}/uncordon", {},
+         lambda: node(held).json["cordoned"]),
+        ("DELETE", f"/v1/admin/nodes/{held.node_id}", None, lambda: node(held).status == 200),
     ]
 
 

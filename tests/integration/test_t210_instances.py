@@ -13,7 +13,14 @@ def test_create_ssh_inside_and_lifecycle(cluster):
     assert inst["state"] == "running" and inst["simulated_gpus"] is True
     assert len(inst["gpu_indices"]) == 2
     assert inst["ssh"]["command"] == f"ssh -p {port} root@127.0.0.1"
-    assert inst["cpu_cores"] == 32 and inst["memory_mib"] == 2 * 122880
+    # two GPUs' share of the host (docs/design/control-plane.md, "Offers per
+    # host"): never more than it has, whatever the catalog says (16 cores and
+    # 120 GiB a 4090)
+    host = cluster.server.request("GET", f"/v1/admin/nodes/{inst['node_id']}",
+                                  token=cluster.server.admin_token).json
+    share_cpu = min(16000, host["cpu_cores"] * 1000 // 8)
+    share_mem = min(122880, (host["memory_mib"] - 2048) // 8)
+    assert inst["cpu_cores"] == 2 * share_cpu / 1000 and inst["memory_mib"] == 2 * share_mem
 
     out = cluster.ssh(user, inst, "hostname; findmnt -no FSTYPE /; findmnt -no FSTYPE /root/data;"
                       " df -BG --output=size /root/data | tail -1; df -BG --output=size / | tail -1;"

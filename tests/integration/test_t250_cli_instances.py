@@ -83,8 +83,11 @@ def test_node_ls_and_show_mark_simulated_gpus(cloud):
 
 def test_market_shows_free_total_hosts_and_simulated(cloud):
     p = cloud["renter"].run("market", check=True)
-    assert "HOSTS" in p.stdout.splitlines()[0]
-    row = [l for l in p.stdout.splitlines() if MODEL in l][0]
+    lines = p.stdout.splitlines()
+    # the offers per host first (issue 12), then the models with their hosts
+    assert "HOST" in lines[0].split() and "DRIVER" in lines[0], lines[0]
+    models = lines[[i for i, l in enumerate(lines) if "HOSTS" in l][0]:]
+    row = [l for l in models if MODEL in l][0]
     assert re.search(r"\d/8 \(simulated\)\s+1$", row), row
 
 

@@ -11,7 +11,7 @@ import signal
 import subprocess
 import time
 
-from conftest import TEST_BRIDGE, host_leftovers, wait_for
+from conftest import NETNS_PIN_DIRS, TEST_BRIDGE, host_leftovers, wait_for
 
 
 def runc(data_dir, *args):
@@ -167,10 +167,11 @@ def simulate_reboot(data_dir, leave_runc_state=()):
         if data_dir in line:
             subprocess.run(["losetup", "-d", line.split(":")[0]], check=True)
     for iid in os.listdir(os.path.join(data_dir, "instances")):
-        ns = f"/run/netns/suanli-{iid}"
-        if os.path.exists(ns):
-            subprocess.run(["umount", ns], check=True)
-            os.unlink(ns)
+        for pins in NETNS_PIN_DIRS:
+            ns = f"{pins}/suanli-{iid}"
+            if os.path.exists(ns):
+                subprocess.run(["umount", ns], check=True)
+                os.unlink(ns)
     subprocess.run(["ip", "link", "del", TEST_BRIDGE], capture_output=True)
 
 
@@ -203,6 +204,10 @@ def test_host_reboot_brings_back_exactly_what_should_run(cluster):
     wait_host(node, lambda: running_pid(data, a["id"]) not in (None, a_pid), "a to run again")
     cluster.wait_state(user, d["id"], "stopped")
     cluster.wait_state(user, e["id"], "released")
+    # (the agent converges instances concurrently: d and e may be done
+    # before a's sshd answers)
+    wait_host(node, lambda: cluster.ssh(user, a, "true", check=False).returncode == 0,
+              "a's sshd to answer")
     # running comes back with its data, on a fresh address, with one set of rules
     assert cluster.ssh(user, a, "cat /root/data/keep /root/keep").stdout.split() == \
         ["a-data", "a-sys"]

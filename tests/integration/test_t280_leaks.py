@@ -34,8 +34,8 @@ import time
 
 import pytest
 
-from conftest import (IMAGE, TEST_BRIDGE, TEST_PORTS, TEST_SUBNET, Cluster, Node, Server,
-                      cleanup_host, host_leftovers, wait_for)
+from conftest import (IMAGE, NETNS_PIN_DIRS, TEST_BRIDGE, TEST_PORTS, TEST_SUBNET, Cluster, Node,
+                      Server, cleanup_host, host_leftovers, wait_for)
 
 CYCLES = int(os.environ.get("SUANLI_LEAK_CYCLES", "50"))
 BRIDGE = TEST_BRIDGE[:12] + "lk"
@@ -340,11 +340,13 @@ def leftovers(env, ids_ports):
             left[iid] = what
     glob_left = []
     with open("/proc/self/mountinfo") as f:
-        m = [line.split()[4] for line in f if line.split()[4].startswith(data + "/")]
+        # DATA/lxcfs is the node's (node/lxcfs.h), there while it runs
+        m = [line.split()[4] for line in f if line.split()[4].startswith(data + "/")
+             and line.split()[4] != data + "/lxcfs"]
     glob_left += [f"mount {x}" for x in m]
     loops = sh("losetup", "-a").stdout.splitlines()
     glob_left += [f"loop {x}" for x in loops if data + "/" in x]
-    netns = os.listdir("/run/netns") if os.path.isdir("/run/netns") else []
+    netns = [n for d in NETNS_PIN_DIRS for n in (os.listdir(d) if os.path.isdir(d) else [])]
     ids = {i for i, _ in ids_ports}
     glob_left += [f"netns {n}" for n in netns if n[len("suanli-"):] in ids]
     veths = sh("ip", "-o", "link", "show", "master", BRIDGE, check=False).stdout.splitlines()

@@ -192,5 +192,5 @@ TEST(net_masq_chain_is_the_bridge_plugins)
 TEST(net_netns_path_is_named_for_the_instance)
 {
     cleanup_free char *path = net_netns_path("i-0123456789ab");
-    CHECK_STR(path, "/run/netns/suanli-i-0123456789ab");
+    CHECK_STR(path, "/run/suanli-node/netns/suanli-i-0123456789ab");
 }

@@ -8,6 +8,7 @@
 
 #include "../../lib/cleanup.h"
 #include "../../lib/config.h"
+#include "../../lib/timefmt.h"
 #include "../../lib/json.h"
 #include "../../lib/xalloc.h"
 #include "../../server/catalog.h"
@@ -189,4 +190,120 @@ TEST(an_image_reported_twice_keeps_the_last)
                        &n, &err),
          &err, "count");
     CHECK_EQ_INT(n, 1);
+}
+
+/* A fleet (server/nodes-fleet.c). */
+
+TEST(a_host_is_online_then_offline_then_lost)
+{
+    struct server_config cfg = { .node_offline_after = 30, .node_lost_after = 600 };
+    int64_t now = 1000000;
+
+    CHECK_EQ_INT(nodes_condition(&cfg, 0, now), NODE_OFFLINE); /* never heard */
+    CHECK_EQ_INT(nodes_condition(&cfg, now, now), NODE_ONLINE);
+    CHECK_EQ_INT(nodes_condition(&cfg, now - 29, now), NODE_ONLINE);
+    CHECK_EQ_INT(nodes_condition(&cfg, now - 30, now), NODE_OFFLINE);
+    CHECK_EQ_INT(nodes_condition(&cfg, now - 599, now), NODE_OFFLINE);
+    CHECK_EQ_INT(nodes_condition(&cfg, now - 600, now), NODE_LOST);
+    /* never lost before it is offline */
+    cfg.node_lost_after = 5;
+    CHECK_EQ_INT(nodes_condition(&cfg, now - 10, now), NODE_ONLINE);
+    CHECK_EQ_INT(nodes_condition(&cfg, now - 30, now), NODE_LOST);
+    CHECK_STR(nodes_condition_name(NODE_LOST), "lost");
+    CHECK_STR(nodes_condition_name(NODE_ONLINE), "online");
+}
+
+TEST(a_start_on_a_marked_host_needs_no_new_gpus)
+{
+    static const struct {
+        enum node_condition condition;
+        bool cordoned, draining, holds_gpus, nogpu;
+        const char *refusal;
+    } cases[] = {
+        { NODE_ONLINE, false, false, false, false, NULL },
+        { NODE_OFFLINE, false, false, false, false, NULL }, /* placement judges that */
+        { NODE_LOST, false, false, true, true, "host_lost" },
+        { NODE_ONLINE, true, false, false, false, "host_unavailable" },
+        { NODE_ONLINE, true, false, false, true, NULL }, /* no-GPU: reach the data */
+        { NODE_ONLINE, true, false, true, false, NULL }, /* a plan keeps its GPUs */
+        { NODE_ONLINE, true, true, false, true, "host_unavailable" },
+        { NODE_ONLINE, true, true, false, false, "host_unavailable" },
+        { NODE_ONLINE, true, true, true, false, NULL },
+        { NODE_LOST, true, true, true, false, "host_lost" },
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        struct node_status ns = { .condition = cases[i].condition,
+                                  .cordoned = cases[i].cordoned,
+                                  .draining = cases[i].draining };
+        const char *got = nodes_start_refusal(&ns, cases[i].holds_gpus, cases[i].nogpu);
+        if (cases[i].refusal)
+            CHECK_STR(got ? got : "(null)", cases[i].refusal);
+        else
+            CHECK(got == NULL);
+    }
+}
+
+TEST(a_lost_host_is_told_once_per_loss)
+{
+    cleanup_fixture struct fixture f = { 0 };
+    struct sl_error err = SL_ERROR_INIT;
+    static const char *const one[] = { "RTX 4090" };
+    int64_t lost = -1, n = -1;
+
+    if (!setup(&f))
+        return;
+    cleanup_json json_t *inv = inventory(one, 1, 0);
+    must(nodes_heartbeat(&f.srv, "n-1", inv, &err), &err, "heartbeat");
+    must(nodes_watch(&f.srv, &lost, &err), &err, "watch");
+    CHECK_EQ_INT(lost, 0);
+    must(store_exec(f.st, "UPDATE nodes SET last_heartbeat = ?1 WHERE id = 'n-1'",
+                    DB_ARGS(DB_INT(sl_time_now() - f.srv.cfg.node_lost_after)), &err),
+         &err, "silence");
+    must(nodes_watch(&f.srv, &lost, &err), &err, "watch");
+    CHECK_EQ_INT(lost, 1);
+    must(nodes_watch(&f.srv, &lost, &err), &err, "watch");
+    CHECK_EQ_INT(lost, 0);
+    /* back, then lost again: told again */
+    must(nodes_heartbeat(&f.srv, "n-1", inv, &err), &err, "heartbeat");
+    must(store_get_int(f.st, "SELECT COUNT(*) FROM nodes WHERE lost_at IS NOT NULL", DB_NO_ARGS, &n,
+                       &err),
+         &err, "count");
+    CHECK_EQ_INT(n, 0);
+    must(store_exec(f.st, "UPDATE nodes SET last_heartbeat = ?1 WHERE id = 'n-1'",
+                    DB_ARGS(DB_INT(sl_time_now() - f.srv.cfg.node_lost_after - 5)), &err),
+         &err, "silence");
+    must(nodes_watch(&f.srv, &lost, &err), &err, "watch");
+    CHECK_EQ_INT(lost, 1);
+}
+
+TEST(a_removed_host_is_gone_but_its_row_stays)
+{
+    cleanup_fixture struct fixture f = { 0 };
+    struct sl_error err = SL_ERROR_INIT;
+    static const char *const two[] = { "RTX 4090", "RTX 4090" };
+    struct node_status ns;
+    int64_t n = -1;
+
+    if (!setup(&f))
+        return;
+    cleanup_json json_t *inv = inventory(two, 2, 0);
+    must(nodes_heartbeat(&f.srv, "n-1", inv, &err), &err, "heartbeat");
+    must(nodes_cordon(&f.srv, "n-1", "fans", &err), &err, "cordon");
+    must(nodes_status(&f.srv, "n-1", &ns, &err), &err, "status");
+    CHECK(ns.cordoned && !ns.draining);
+    CHECK_STR(ns.reason, "fans");
+    must(nodes_remove(&f.srv, "n-1", &err), &err, "remove");
+    CHECK(nodes_status(&f.srv, "n-1", &ns, &err) < 0);
+    CHECK_STR(err.code, "no_such_node");
+    must(store_get_int(f.st,
+                       "SELECT COUNT(*) FROM nodes WHERE id = 'n-1' AND token_hash = 'removed:n-1'"
+                       " AND removed_at IS NOT NULL",
+                       DB_NO_ARGS, &n, &err),
+         &err, "count");
+    CHECK_EQ_INT(n, 1);
+    must(store_get_int(f.st, "SELECT COUNT(*) FROM gpus WHERE node_id = 'n-1'", DB_NO_ARGS, &n,
+                       &err),
+         &err, "count");
+    CHECK_EQ_INT(n, 0);
+    CHECK(nodes_cordon(&f.srv, "n-1", NULL, &err) < 0);
 }

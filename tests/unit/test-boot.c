@@ -1,0 +1,61 @@
+/* node/boot.c: a running instance's SSH keys, rewritten on the host. */
+#include "harness.h"
+
+#include "../../lib/cleanup.h"
+#include "../../node/boot.h"
+#include "../../node/fsutil.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char *keys_now(void)
+{
+    return fs_read_file(test_path("boot/authorized_keys"), 1 << 16, NULL, NULL);
+}
+
+TEST(keys_are_rewritten_when_they_change_and_only_then)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    const char *boot = test_path("boot");
+
+    /* not started yet: nothing to update, nothing made */
+    CHECK_EQ_INT(boot_update_keys(boot, "ssh-ed25519 AAAA a\n", &err), 0);
+    CHECK(access(boot, F_OK) != 0);
+
+    struct boot_params p = { .id = "i-1", .authorized_keys = "ssh-ed25519 AAAA a\n" };
+    CHECK_EQ_INT(boot_write(boot, &p, &err), 0);
+    CHECK_EQ_INT(boot_update_keys(boot, "ssh-ed25519 AAAA a\n", &err), 0);
+    CHECK_EQ_INT(boot_update_keys(boot, "ssh-ed25519 AAAA a\nssh-ed25519 BBBB b\n", &err), 1);
+    cleanup_free char *now = keys_now();
+    CHECK_STR(now, "ssh-ed25519 AAAA a\nssh-ed25519 BBBB b\n");
+    CHECK_EQ_INT(boot_update_keys(boot, NULL, &err), 1);
+    cleanup_free char *none = keys_now();
+    CHECK_STR(none, "");
+    CHECK_EQ_INT(boot_update_keys(boot, "ssh-ed25519 AAAA a\x1b[2J\n", &err), -1);
+    CHECK_STR(err.code, "invalid_ssh_key");
+}
+
+/* Whatever sits at the path (a symlink) is replaced, never followed. */
+TEST(keys_replace_a_symlink_and_never_write_through_it)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    const char *boot = test_path("boot");
+    struct boot_params p = { .id = "i-1", .authorized_keys = "" };
+
+    CHECK_EQ_INT(boot_write(boot, &p, &err), 0);
+    FILE *f = fopen(test_path("victim"), "w");
+    if (!CHECK(f != NULL))
+        return;
+    fputs("host file\n", f);
+    fclose(f);
+    unlink(test_path("boot/authorized_keys"));
+    CHECK_EQ_INT(symlink(test_path("victim"), test_path("boot/authorized_keys")), 0);
+    CHECK_EQ_INT(boot_update_keys(boot, "ssh-ed25519 AAAA a\n", &err), 1);
+    struct stat st;
+    CHECK_EQ_INT(lstat(test_path("boot/authorized_keys"), &st), 0);
+    CHECK(S_ISREG(st.st_mode));
+    cleanup_free char *victim = fs_read_file(test_path("victim"), 1024, NULL, NULL);
+    CHECK_STR(victim, "host file\n");
+}
