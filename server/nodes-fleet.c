@@ -110,14 +110,15 @@ int nodes_check_start(struct server *srv, const char *instance_id, const char *n
         return sl_fail(err, SL_E_CONFLICT, code,
                        "the host of instance '%s' is being drained for maintenance%s: nothing "
                        "starts there until the operator reopens it; its disks stay there. Ways "
-                       "out: wait for the host to reopen, or release it (suanli release %s)",
-                       instance_id, why, instance_id);
+                       "out: copy it to another host and start it there (suanli clone %s), "
+                       "wait for the host to reopen, or release it (suanli release %s)",
+                       instance_id, why, instance_id, instance_id);
     return sl_fail(err, SL_E_CONFLICT, code,
                    "the host of instance '%s' takes no new work%s: its GPUs cannot be given to "
                    "a start now. Ways out: start it in no-GPU mode to reach your data (suanli "
-                   "start --no-gpu %s), wait for the host to reopen, or release it (suanli "
-                   "release %s)",
-                   instance_id, why, instance_id, instance_id);
+                   "start --no-gpu %s), copy it to another host (suanli clone %s), wait for "
+                   "the host to reopen, or release it (suanli release %s)",
+                   instance_id, why, instance_id, instance_id, instance_id);
 }
 
 int nodes_check_placement(struct server *srv, const char *node_id, struct sl_error *err)
@@ -252,9 +253,10 @@ int nodes_drain(struct server *srv, const char *node_id, const char *reason, jso
             json_array_append_new(stops, json_string(h->id));
             notice = xasprintf("the host is being drained for maintenance%s: the instance was "
                                "stopped (its disks stay on the host) and cannot start there "
-                               "until the operator reopens it. Ways out: wait, or release it "
+                               "until the operator reopens it. Ways out: copy it to another "
+                               "host and start it there (suanli clone %s), wait, or release it "
                                "(suanli release %s)",
-                               why, h->id);
+                               why, h->id, h->id);
         } else {
             if (!first)
                 continue;

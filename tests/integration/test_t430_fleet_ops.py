@@ -114,7 +114,8 @@ def test_t431_a_stopped_instance_starts_on_a_cordoned_host_only_without_new_gpus
     assert r.status == 409 and r.code == "host_unavailable", r
     msg = r.json["error"]["message"]
     assert f"suanli start --no-gpu {iid}" in msg and f"suanli release {iid}" in msg, msg
-    assert "clone" not in msg, msg
+    # the source's host serves copies while cordoned: a clone is a way out
+    assert f"suanli clone {iid}" in msg, msg
     # no-GPU mode takes none of its GPUs: the renter reaches their data
     r = server.request("POST", f"/v1/instances/{iid}/start", {"mode": "nogpu"},
                        token=user["token"])
@@ -141,6 +142,7 @@ def test_t432_drain_stops_pay_as_you_go_and_leaves_plans_running(make_server, tm
     notice = [e for e in events(server, user, payg) if e["kind"] == "host_drain"]
     assert len(notice) == 1 and "new fans" in notice[0]["message"], notice
     assert f"suanli release {payg}" in notice[0]["message"], notice
+    assert f"suanli clone {payg}" in notice[0]["message"], notice
     assert any(e["kind"] == "stop" and e["reason"] == "host_drain"
                for e in events(server, user, payg))
     report(small, (payg, "stopped"), (plan, "running"))
