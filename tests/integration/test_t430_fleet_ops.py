@@ -308,7 +308,9 @@ def test_t437_drain_with_a_real_agent(cluster):
     inst = cluster.create(user)
     try:
         r = admin(server, "POST", node.node_id, "drain", {"reason": "kernel update"})
-        assert r.status == 200 and r.json["stopped"] == [inst["id"]], r
+        # the shared cluster's node may hold other tests' pay-as-you-go
+        # instances too: the drain stops them all
+        assert r.status == 200 and inst["id"] in r.json["stopped"], r
         stopped = cluster.wait_state(user, inst["id"], "stopped")
         assert "kernel update" in stopped["state_message"], stopped
         r = cluster.verb(user, inst["id"], "start")
