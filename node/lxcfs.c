@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,6 +130,31 @@ static bool installed(const char *program)
     return false;
 }
 
+/* Whether this process runs in a chroot, where lxcfs cannot work: it
+ * setns()es back into its mount namespace, which moves it to the namespace's
+ * root, outside the chroot, where the mount point it was given does not
+ * exist. A child does what lxcfs does and compares the root it lands on. */
+static bool chrooted(void)
+{
+    struct stat mine;
+    if (stat("/", &mine) < 0)
+        return false;
+    pid_t pid = fork();
+    if (pid < 0)
+        return false;
+    if (pid == 0) {
+        struct stat there;
+        int fd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || setns(fd, CLONE_NEWNS) < 0 || stat("/", &there) < 0)
+            _exit(0);
+        _exit(there.st_dev != mine.st_dev || there.st_ino != mine.st_ino);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 1;
+}
+
 int lxcfs_ensure(const char *mode, const char *data_dir, char **dir, bool *own,
                  struct sl_error *err)
 {
@@ -150,6 +176,13 @@ int lxcfs_ensure(const char *mode, const char *data_dir, char **dir, bool *own,
         log_warn("lxcfs: not installed: instances see the host's memory and CPUs in free, top "
                  "and /proc (their limits hold all the same); install it (apt-get install "
                  "lxcfs, scripts/deps.sh run), or set lxcfs = off to silence this");
+        return 0;
+    }
+    if (chrooted()) {
+        log_warn("lxcfs: this agent runs in a chroot, where lxcfs cannot mount (it leaves "
+                 "the chroot): instances see the host's memory and CPUs in free, top and "
+                 "/proc (their limits hold all the same); run the agent outside a chroot, "
+                 "or set lxcfs = off to silence this");
         return 0;
     }
     cleanup_free char *data = realpath(data_dir, NULL);

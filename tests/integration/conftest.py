@@ -502,6 +502,21 @@ def process_alive(pid):
         return False
 
 
+def chrooted():
+    """Why lxcfs cannot serve instances here, or None: in a chroot (as
+    ../shared/tools/fresh-machine runs the suite) lxcfs setns()es back into
+    its mount namespace, which puts it at the namespace's root, outside the
+    chroot, where the mount point the agent names does not exist. The agent
+    then warns and instances see the host's figures; a real host is never
+    chrooted."""
+    mine = os.stat("/")
+    ns_root = subprocess.run(["nsenter", "--mount=/proc/self/ns/mnt", "stat", "-c", "%d:%i", "/"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    if ns_root != f"{mine.st_dev}:{mine.st_ino}":
+        return "lxcfs cannot mount inside a chroot (it setns()es out of it)"
+    return None
+
+
 def stop_lxcfs(data_dir):
     """Stops the lxcfs the node started at DATA/lxcfs (node/lxcfs.h): it
     outlives the agent on purpose, for the instances that read it."""

@@ -332,8 +332,10 @@ def test_a_silent_host_is_not_billed(fast_rules):
              if e["kind"] == "host_back" and e["instance_id"] == iid]
     # a meter per stretch the host was heard from: the stop above makes one
     # silence; a loaded machine may delay a heartbeat past the 3 s into
-    # another, which is not billed either
-    assert backs and [m["kind"] for m in ms] == ["gpu"] * (len(backs) + 1), (ms, backs)
+    # others, which are not billed either (the meter splits on a late report
+    # even when no sweep saw the host offline, so no host_back names it)
+    assert backs and len(ms) >= len(backs) + 1, (ms, backs)
+    assert all(m["kind"] == "gpu" for m in ms), ms
     gaps = []
     for first, second in zip(ms, ms[1:]):
         gap = (epoch(first["ended_at"]), epoch(second["started_at"]))

@@ -15,8 +15,8 @@ import uuid
 
 import pytest
 
-from conftest import (PASSWORD, ApiHost, Cli, Cluster, process_alive, sample_catalog,
-                      wait_for)
+from conftest import (PASSWORD, ApiHost, Cli, Cluster, chrooted, process_alive,
+                      sample_catalog, wait_for)
 
 RESERVE = {"nodes.cpu_reserve_millicores": "1000", "nodes.memory_reserve_mib": "4096"}
 MODEL = "RTX 4090"
@@ -316,6 +316,7 @@ def meminfo_kib(text, key):
     return int(re.search(rf"^{key}:\s+(\d+) kB", text, re.M).group(1))
 
 
+@pytest.mark.skipif(chrooted() is not None, reason=str(chrooted()))
 def test_t427_an_instance_sees_its_own_cpu_and_memory(cluster):
     user = cluster.renter()
     inst = cluster.create(user, data_disk_gib=5)
@@ -408,8 +409,9 @@ def test_t429_the_market_across_real_agents_and_a_pinned_host(fleet):
         o = mine[target.node_id]
         assert inst["memory_mib"] == 2 * o["memory_mib_per_gpu"]
         assert inst["cpu_cores"] * 1000 == 2 * o["cpu_millicores_per_gpu"]
-        out = fleet.ssh(user, inst, "cat /proc/meminfo").stdout
-        assert meminfo_kib(out, "MemTotal") == inst["memory_mib"] * 1024, out
+        if not chrooted():
+            out = fleet.ssh(user, inst, "cat /proc/meminfo").stdout
+            assert meminfo_kib(out, "MemTotal") == inst["memory_mib"] * 1024, out
         assert offers(fleet.server, user["token"])[(target.node_id, MODEL)]["gpus_free"] == 0
         r = fleet.create(user, gpus=1, data_disk_gib=5, host=target.node_id, wait=False)
         assert (r.status, r.code) == (409, "host_full"), r
