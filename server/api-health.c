@@ -44,6 +44,16 @@ int api_metrics(struct api_request *req, struct api_response *res, struct sl_err
               "SELECT COUNT(*) FROM verifications WHERE state = 'pending'", err) < 0) {
         return -1;
     }
+    uint64_t transactions, commits;
+    store_stats(st, &transactions, &commits);
+    sl_buf_addf(&out,
+                "# HELP suanli_store_transactions_total Write transactions begun.\n"
+                "# TYPE suanli_store_transactions_total counter\n"
+                "suanli_store_transactions_total %llu\n"
+                "# HELP suanli_store_commits_total Commits of the store (each one fsync; "
+                "several transactions may share one).\n"
+                "# TYPE suanli_store_commits_total counter\nsuanli_store_commits_total %llu\n",
+                (unsigned long long)transactions, (unsigned long long)commits);
     sl_buf_addf(&out,
                 "# HELP suanli_uptime_seconds Seconds since suanlid started.\n"
                 "# TYPE suanli_uptime_seconds gauge\nsuanli_uptime_seconds %lld\n",

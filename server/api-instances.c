@@ -8,8 +8,33 @@
 #include "../lib/cleanup.h"
 #include "../lib/timefmt.h"
 #include "../lib/when.h"
+#include "../lib/xalloc.h"
 
 #include <string.h>
+
+static void secrets_free(void *p)
+{
+    sched_secrets_release(p);
+    free(p);
+}
+
+/* The new instance's id and password, before the write transaction: only
+ * for a body that names a model and an image, so that a malformed request
+ * costs no password hash (the handler refuses it as before). */
+int api_instances_create_prepare(struct api_request *req, struct sl_error *err)
+{
+    struct sl_error ignored = SL_ERROR_INIT;
+
+    if (!req->json && req->body_len > 0)
+        req->json = sl_json_parse_object(req->body, req->body_len, &ignored);
+    if (!json_is_string(json_object_get(req->json, "gpu_model")) ||
+        !json_is_string(json_object_get(req->json, "image")))
+        return 0;
+    struct instance_secrets *s = xzalloc(sizeof(*s));
+    req->prepared = s;
+    req->prepared_free = secrets_free;
+    return sched_secrets_new(req->srv, s, err);
+}
 
 int api_instances_create(struct api_request *req, struct api_response *res, struct sl_error *err)
 {
@@ -44,6 +69,7 @@ int api_instances_create(struct api_request *req, struct api_response *res, stru
         .data_disk_gib = disk,
         .plan = plan,
         .auto_renew = auto_renew,
+        .secrets = req->prepared,
     };
     if (sched_place(req->srv, &rq, id, err) < 0)
         return -1;

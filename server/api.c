@@ -351,11 +351,17 @@ void api_dispatch(struct api_request *req, struct api_response *res)
         sl_fail(&err, SL_E_NOT_FOUND, NULL, "no such route: %s %s", req->method, req->path);
         goto out;
     }
+    if (req->route->prepare && req->route->prepare(req, &err) < 0)
+        goto out;
     if (idempotency_applies(req))
         rc = idempotency_run(req, res, run_handler, &err);
     else
         rc = run_handler(req, res, &err);
 out:
+    if (req->prepared_free)
+        req->prepared_free(req->prepared);
+    req->prepared = NULL;
+    req->prepared_free = NULL;
     if (rc < 0)
         reply_error(res, &err);
     metrics_observe_request(req->route, res->status, sl_time_mono_us() - started);

@@ -70,6 +70,10 @@ struct api_request {
     struct api_caller caller;
     struct api_instance instance; /* API_INSTANCE routes */
     json_t *json;                 /* parsed body, owned */
+    /* what the route's prepare made, before any transaction; the
+     * dispatcher frees it with prepared_free */
+    void *prepared;
+    void (*prepared_free)(void *prepared);
     /* API_UPLOAD routes: the body, streamed to a file by the transport */
     const char *upload_path;
     uint64_t upload_size;
@@ -126,6 +130,10 @@ struct api_route {
     const char *pattern; /* "/v1/tokens/{id}" */
     api_handler_fn handler;
     unsigned flags;
+    /* NULL, or costly work that needs no store, done after authentication
+     * and before the transaction (and idempotency's), so that other
+     * writers do not wait for it; it leaves its result in req->prepared */
+    int (*prepare)(struct api_request *req, struct sl_error *err);
 };
 
 extern const struct api_route api_routes[];

@@ -3,9 +3,10 @@
  * compares them through `suanlid --print-routes`). */
 #include "routes.h"
 
-#define R(m, p, h, f)                                                                              \
+/* after the flags, more of struct api_route's fields by name (.prepare) */
+#define R(m, p, h, f, ...)                                                                         \
     {                                                                                              \
-        .method = m, .pattern = p, .handler = h, .flags = f                                        \
+        .method = m, .pattern = p, .handler = h, .flags = f, __VA_ARGS__                           \
     }
 
 const struct api_route api_routes[] = {
@@ -41,7 +42,7 @@ const struct api_route api_routes[] = {
     R("GET", "/v1/market", api_market, 0),
     R("GET", "/v1/images", api_images_list, 0),
 
-    R("POST", "/v1/instances", api_instances_create, 0),
+    R("POST", "/v1/instances", api_instances_create, 0, .prepare = api_instances_create_prepare),
     R("GET", "/v1/instances", api_instances_list, 0),
     R("GET", "/v1/instances/{id}", api_instances_get, API_INSTANCE),
     R("GET", "/v1/instances/{id}/events", api_instances_events, API_INSTANCE),
@@ -50,6 +51,7 @@ const struct api_route api_routes[] = {
     R("POST", "/v1/instances/{id}/restart", api_instances_restart, API_INSTANCE),
     R("POST", "/v1/instances/{id}/release", api_instances_release, API_INSTANCE),
     R("POST", "/v1/instances/{id}/clone", api_instances_clone, API_INSTANCE),
+    R("POST", "/v1/instances/{id}/migrate", api_instances_migrate, API_INSTANCE),
     R("GET", "/v1/instances/{id}/meters", api_instances_meters, API_INSTANCE),
     R("POST", "/v1/instances/{id}/plan", api_instances_plan, API_INSTANCE),
     R("POST", "/v1/instances/{id}/idle-stop", api_instances_idle_stop, API_INSTANCE),

@@ -67,6 +67,7 @@ HANDLER(api_nodes_heartbeat);
 HANDLER(api_nodes_desired);
 /* api-instances.c */
 HANDLER(api_instances_create);
+int api_instances_create_prepare(struct api_request *req, struct sl_error *err);
 HANDLER(api_instances_list);
 HANDLER(api_instances_get);
 HANDLER(api_instances_events);
@@ -76,6 +77,7 @@ HANDLER(api_instances_restart);
 HANDLER(api_instances_release);
 /* api-clones.c */
 HANDLER(api_instances_clone);
+HANDLER(api_instances_migrate);
 /* api-ports.c */
 HANDLER(api_instances_ports_list);
 HANDLER(api_instances_ports_set);

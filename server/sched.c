@@ -259,8 +259,7 @@ int sched_check_room(struct server *srv, const char *id, bool nogpu, struct sl_e
     return 0;
 }
 
-/* The lowest free SSH port of node's range. */
-static int pick_port(struct store *st, const char *node_id, int64_t *port, struct sl_error *err)
+int sched_pick_port(struct store *st, const char *node_id, int64_t *port, struct sl_error *err)
 {
     int64_t lo, hi, candidate;
     cleanup_rows struct db_rows *range =
@@ -339,22 +338,28 @@ static int pick_node(struct server *srv, const struct instance_request *rq,
     int rc;
 
     why->most_room = INT64_MIN;
-    cleanup_rows struct db_rows *rows = store_query(
-        srv->store,
-        "SELECT n.id, n.region_id, COUNT(*) AS free, n.disk_free_bytes,"
-        " n.instance_disks_bytes, (SELECT COALESCE(SUM(i.system_disk_gib + i.data_disk_gib),"
-        " 0) FROM instances i WHERE i.node_id = n.id AND i.state != 'released')"
-        " FROM nodes n"
-        " JOIN gpus g ON g.node_id = n.id AND g.gpu_model_id = ?1 AND g.instance_id IS NULL"
-        " JOIN node_images ni ON ni.node_id = n.id AND ni.name = ?4 AND ni.state = 'ready'"
-        " WHERE n.last_heartbeat > ?2 AND (?3 IS NULL OR n.region_id = ?3)"
-        " AND (?6 IS NULL OR n.id = ?6)"
-        /* a host its operator cordoned takes nothing new (nodes.h) */
-        " AND n.cordoned_at IS NULL"
-        " GROUP BY n.id HAVING COUNT(*) >= ?5 ORDER BY free, n.id",
-        DB_ARGS(DB_TEXT(m->id), DB_INT(cutoff), DB_TEXT(rq->region), DB_TEXT(rq->image),
-                DB_INT(rq->gpus), DB_TEXT(pinned)),
-        err);
+    /* gpu_free (migration 10) holds each host's free GPUs of each model:
+     * its index yields the hosts with enough in best-fit order, and the
+     * loop below stops at the first that takes the request, so a placement
+     * reads a few hosts, not every free GPU of the fleet. The pinned host
+     * is one row by its key. A host its operator cordoned takes nothing
+     * new (nodes.h). */
+#define PICK_NODE_SELECT                                                                           \
+    "SELECT n.id, n.region_id, f.free, n.disk_free_bytes, n.instance_disks_bytes,"                 \
+    " (SELECT COALESCE(SUM(i.system_disk_gib + i.data_disk_gib), 0) FROM instances i"              \
+    " WHERE i.node_id = n.id AND i.state != 'released')"                                           \
+    " FROM gpu_free f JOIN nodes n ON n.id = f.node_id"                                            \
+    " JOIN node_images ni ON ni.node_id = n.id AND ni.name = ?4 AND ni.state = 'ready'"            \
+    " WHERE f.gpu_model_id = ?1 AND f.free >= ?5 AND n.last_heartbeat > ?2"                        \
+    " AND (?3 IS NULL OR n.region_id = ?3) AND n.cordoned_at IS NULL"
+    cleanup_rows struct db_rows *rows =
+        store_query(srv->store,
+                    pinned ? PICK_NODE_SELECT " AND f.node_id = ?6"
+                           : PICK_NODE_SELECT " AND ?6 IS NULL ORDER BY f.free, f.node_id",
+                    DB_ARGS(DB_TEXT(m->id), DB_INT(cutoff), DB_TEXT(rq->region), DB_TEXT(rq->image),
+                            DB_INT(rq->gpus), DB_TEXT(pinned)),
+                    err);
+#undef PICK_NODE_SELECT
     if (!rows)
         return -1;
     while ((rc = db_next(rows, err)) == 1) {
@@ -477,11 +482,8 @@ static int refuse_pinned(struct server *srv, const struct instance_request *rq,
                    node_id, free, m->name, rq->gpus, elsewhere);
 }
 
-/* The node id of host (a node id or a host name) asked for by rq: 404
- * no_such_host, 400 ambiguous_host when several hosts share the name,
- * invalid_field when it is in another region than rq's, 409 host_offline. */
-static int find_host(struct server *srv, const struct instance_request *rq, char *node_id,
-                     struct sl_error *err)
+int sched_find_host(struct server *srv, const struct instance_request *rq, char *node_id,
+                    struct sl_error *err)
 {
     cleanup_rows struct db_rows *rows =
         store_query(srv->store,
@@ -550,8 +552,11 @@ static int check_name_free(struct store *st, const char *user_id, const char *na
 {
     cleanup_rows struct db_rows *rows =
         store_query(st,
+                    /* +seq: found by instances_user_held (user and name),
+                     * not by walking all of the renter's instances in
+                     * instances_user's order */
                     "SELECT id FROM instances WHERE user_id = ?1 AND name = ?2"
-                    " AND state != 'released' ORDER BY seq LIMIT 1",
+                    " AND state != 'released' ORDER BY +seq LIMIT 1",
                     DB_ARGS(DB_TEXT(user_id), DB_TEXT(name)), err);
     int rc;
 
@@ -574,6 +579,20 @@ int sched_check_start(struct server *srv, const char *user_id, const char *model
         hourly_rate(srv->store, model_id, gpus, region, nogpu, &rate, err) < 0)
         return -1;
     return prepaid ? 0 : check_balance(srv->store, user_id, rate, err);
+}
+
+int sched_secrets_new(struct server *srv, struct instance_secrets *s, struct sl_error *err)
+{
+    *s = (struct instance_secrets){ 0 };
+    sl_id_new(s->id, "i-");
+    return instance_password_new(srv, s->id, &s->sealed, &s->hash, err);
+}
+
+void sched_secrets_release(struct instance_secrets *s)
+{
+    free(s->sealed);
+    free(s->hash);
+    *s = (struct instance_secrets){ 0 };
 }
 
 int sched_place(struct server *srv, const struct instance_request *rq, char *id,
@@ -621,8 +640,8 @@ int sched_place(struct server *srv, const struct instance_request *rq, char *id,
     tx = st;
     if (check_instance_limit(srv, rq->user_id, err) < 0 ||
         (rq->name && check_name_free(st, rq->user_id, rq->name, err) < 0) ||
-        (rq->host &&
-         (find_host(srv, rq, pinned, err) < 0 || nodes_check_placement(srv, pinned, err) < 0)))
+        (rq->host && (sched_find_host(srv, rq, pinned, err) < 0 ||
+                      nodes_check_placement(srv, pinned, err) < 0)))
         return -1;
     int picked = pick_node(srv, rq, &m, rq->host ? pinned : NULL, node_id, region, &millicores,
                            &memory_mib, &why, err);
@@ -633,15 +652,19 @@ int sched_place(struct server *srv, const struct instance_request *rq, char *id,
                         : refuse(srv, rq, &m, &why, err);
     if (hourly_rate(st, m.id, rq->gpus, region, false, &rate, err) < 0 ||
         (!prepaid && check_balance(st, rq->user_id, rate, err) < 0) ||
-        pick_port(st, node_id, &port, err) < 0)
+        sched_pick_port(st, node_id, &port, err) < 0)
         return -1;
-    sl_id_new(id, "i-");
+    __attribute__((cleanup(sched_secrets_release))) struct instance_secrets made = { 0 };
+    const struct instance_secrets *secrets = rq->secrets;
+    if (!secrets) {
+        if (sched_secrets_new(srv, &made, err) < 0)
+            return -1;
+        secrets = &made;
+    }
+    snprintf(id, SL_ID_MAX, "%s", secrets->id);
     int rc = sched_reserve_gpus(st, node_id, m.id, rq->gpus, id, err);
     if (rc != 0)
         return rc < 0 ? -1 : sl_fail(err, SL_E_INTERNAL, NULL, "BUG: GPUs vanished while placing");
-    cleanup_free char *sealed = NULL, *hash = NULL;
-    if (instance_password_new(srv, id, &sealed, &hash, err) < 0)
-        return -1;
     if (store_exec(st,
                    "INSERT INTO instances (id, user_id, name, region_id, node_id, gpu_model_id,"
                    " gpus, image, system_disk_gib, data_disk_gib, ssh_port, root_password,"
@@ -651,8 +674,8 @@ int sched_place(struct server *srv, const struct instance_request *rq, char *id,
                    DB_ARGS(DB_TEXT(id), DB_TEXT(rq->user_id), DB_TEXT(rq->name ? rq->name : id),
                            DB_TEXT(region), DB_TEXT(node_id), DB_TEXT(m.id), DB_INT(rq->gpus),
                            DB_TEXT(rq->image), DB_INT(srv->cfg.system_disk_gib),
-                           DB_INT(rq->data_disk_gib), DB_INT(port), DB_TEXT(sealed), DB_TEXT(hash),
-                           DB_INT(now), DB_INT(millicores * rq->gpus),
+                           DB_INT(rq->data_disk_gib), DB_INT(port), DB_TEXT(secrets->sealed),
+                           DB_TEXT(secrets->hash), DB_INT(now), DB_INT(millicores * rq->gpus),
                            DB_INT(memory_mib * rq->gpus)),
                    err) < 0 ||
         instance_event(st, id, "create", "creating", "user", NULL, err) < 0 ||

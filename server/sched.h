@@ -10,7 +10,21 @@
 #include <stdint.h>
 
 #include "../lib/error.h"
+#include "../lib/id.h"
 #include "server.h"
+
+/* A new instance's id and root password, made before its placement's
+ * transaction: the password's crypt(3) hash costs some 0.5 ms of CPU,
+ * which inside the transaction every other write would wait for. */
+struct instance_secrets {
+    char id[SL_ID_MAX];
+    char *sealed; /* the password, sealed for the store (secrets.h) */
+    char *hash;   /* its crypt(3) hash, for the host */
+};
+
+/* Makes s (a new id and password); release with sched_secrets_release. */
+int sched_secrets_new(struct server *srv, struct instance_secrets *s, struct sl_error *err);
+void sched_secrets_release(struct instance_secrets *s);
 
 struct instance_request {
     const char *user_id;
@@ -23,6 +37,7 @@ struct instance_request {
     int64_t data_disk_gib;
     const char *plan; /* NULL: pay-as-you-go */
     int auto_renew;
+    const struct instance_secrets *secrets; /* NULL: sched_place makes them */
 };
 
 /* Offers per host (docs/design/control-plane.md, "Offers per host"): a
@@ -107,5 +122,15 @@ int sched_check_start(struct server *srv, const char *user_id, const char *model
  * transaction. */
 int sched_reserve_gpus(struct store *st, const char *node_id, const char *model_id, int64_t n,
                        const char *instance_id, struct sl_error *err);
+
+/* The lowest free SSH port of node_id's range: 409 no_ports when none. */
+int sched_pick_port(struct store *st, const char *node_id, int64_t *port, struct sl_error *err);
+
+/* The node id (SL_ID_MAX) of rq->host (a node id or a host name): 404
+ * no_such_host, 400 ambiguous_host when several hosts share the name,
+ * invalid_field when it is in another region than rq->region, 409
+ * host_offline. */
+int sched_find_host(struct server *srv, const struct instance_request *rq, char *node_id,
+                    struct sl_error *err);
 
 #endif

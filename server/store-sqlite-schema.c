@@ -445,5 +445,77 @@ const char *const sqlite_migrations[] = {
     "CREATE INDEX clones_source ON clones(source_id, state);"
     "CREATE INDEX clones_source_node ON clones(source_node_id, state);"
     "ALTER TABLE nodes ADD COLUMN transfer_port INTEGER NOT NULL DEFAULT 0;",
+    /* 10: migrations (docs/design/instances.md, "Migrate"): a stopped
+     * instance's disks copied to another host under its own id; the row
+     * moves to the target (node_id, ssh_port) when the copy starts and back
+     * when it fails. source_ssh_port: its port there, to move back to.
+     * state: copying (the source's host exports the disks), releasing (the
+     * copy is verified, or the instance was released: the source's host
+     * drops its copy; outcome says which), done, canceled, failed. reason:
+     * user or host_drain. */
+    "CREATE TABLE migrations ("
+    "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  instance_id TEXT NOT NULL REFERENCES instances(id),"
+    "  source_node_id TEXT NOT NULL REFERENCES nodes(id),"
+    "  target_node_id TEXT NOT NULL REFERENCES nodes(id),"
+    "  source_ssh_port INTEGER NOT NULL,"
+    "  reason TEXT NOT NULL,"
+    "  token_hash TEXT NOT NULL,"
+    "  token TEXT NOT NULL,"
+    "  state TEXT NOT NULL,"
+    "  outcome TEXT NOT NULL DEFAULT '',"
+    "  bytes_done INTEGER NOT NULL DEFAULT 0,"
+    "  bytes_total INTEGER NOT NULL DEFAULT 0,"
+    "  progress_step INTEGER NOT NULL DEFAULT 0,"
+    "  message TEXT NOT NULL DEFAULT '',"
+    "  created_at INTEGER NOT NULL,"
+    "  ended_at INTEGER);"
+    "CREATE INDEX migrations_instance ON migrations(instance_id, state);"
+    "CREATE INDEX migrations_source_node ON migrations(source_node_id, state);"
+    /* a drain asked to move stopped instances away (nodes.h) */
+    "ALTER TABLE nodes ADD COLUMN drain_migrate INTEGER NOT NULL DEFAULT 0;"
+    /* Placement speed (docs/design/control-plane.md, "Placement speed"):
+     * the free GPUs of each host and model, kept by triggers on every
+     * change of gpus, so placement reads candidate hosts in best-fit order
+     * from an index instead of counting every free GPU of every host; and
+     * the GPUs an instance holds, found by their instance. A GPU is free
+     * when it has a model and no instance. gpu_free is derived from gpus
+     * alone (no foreign keys: rows of hosts whose GPUs are gone stay at 0). */
+    "CREATE TABLE gpu_free ("
+    "  node_id TEXT NOT NULL,"
+    "  gpu_model_id TEXT NOT NULL,"
+    "  free INTEGER NOT NULL,"
+    "  PRIMARY KEY (node_id, gpu_model_id));"
+    "CREATE INDEX gpu_free_fit ON gpu_free(gpu_model_id, free, node_id);"
+    "INSERT INTO gpu_free (node_id, gpu_model_id, free)"
+    "  SELECT node_id, gpu_model_id, SUM(CASE WHEN instance_id IS NULL THEN 1 ELSE 0 END)"
+    "  FROM gpus WHERE gpu_model_id IS NOT NULL GROUP BY node_id, gpu_model_id;"
+    "CREATE TRIGGER gpus_free_insert AFTER INSERT ON gpus"
+    "  WHEN NEW.gpu_model_id IS NOT NULL AND NEW.instance_id IS NULL BEGIN"
+    "  INSERT INTO gpu_free (node_id, gpu_model_id, free)"
+    "   VALUES (NEW.node_id, NEW.gpu_model_id, 1)"
+    "   ON CONFLICT (node_id, gpu_model_id) DO UPDATE SET free = free + 1;"
+    "  END;"
+    "CREATE TRIGGER gpus_free_delete AFTER DELETE ON gpus"
+    "  WHEN OLD.gpu_model_id IS NOT NULL AND OLD.instance_id IS NULL BEGIN"
+    "  UPDATE gpu_free SET free = free - 1"
+    "   WHERE node_id = OLD.node_id AND gpu_model_id = OLD.gpu_model_id;"
+    "  END;"
+    "CREATE TRIGGER gpus_free_update AFTER UPDATE OF node_id, gpu_model_id, instance_id ON gpus"
+    "  WHEN OLD.node_id IS NOT NEW.node_id OR OLD.gpu_model_id IS NOT NEW.gpu_model_id"
+    "   OR (OLD.instance_id IS NULL) != (NEW.instance_id IS NULL) BEGIN"
+    "  UPDATE gpu_free SET free = free - 1"
+    "   WHERE node_id = OLD.node_id AND gpu_model_id = OLD.gpu_model_id"
+    "   AND OLD.instance_id IS NULL;"
+    "  INSERT INTO gpu_free (node_id, gpu_model_id, free)"
+    "   SELECT NEW.node_id, NEW.gpu_model_id, 1"
+    "   WHERE NEW.gpu_model_id IS NOT NULL AND NEW.instance_id IS NULL"
+    "   ON CONFLICT (node_id, gpu_model_id) DO UPDATE SET free = free + 1;"
+    "  END;"
+    "CREATE INDEX gpus_instance ON gpus(instance_id) WHERE instance_id IS NOT NULL;"
+    /* a renter's instances held: the limit and the name each placement
+     * checks, without reading the renter's released ones */
+    "CREATE INDEX instances_user_held ON instances(user_id, name, state)"
+    "  WHERE state != 'released';",
     0,
 };

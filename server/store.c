@@ -1,4 +1,5 @@
-/* Backend-neutral part of the store: per-thread connections, nested
+/* Backend-neutral part of the store: per-thread connections for reads, one
+ * writer connection with group commit for transactions, nested
  * transactions, migrations. */
 #include "store.h"
 
@@ -8,25 +9,56 @@
 #include "../lib/xalloc.h"
 
 #include <ctype.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
+/* The most transactions one commit takes: a bound on how long the first of
+ * them waits, should threads keep arriving. */
+#define STORE_BATCH_MAX 64
+
+/* A thread whose transaction is in the open batch, waiting for its commit. */
+struct batch_waiter {
+    struct batch_waiter *next;
+    bool done; /* under flush_lock */
+    int rc;
+    struct sl_error err;
+};
+
 struct store {
     const struct store_ops *ops;
     char *target;
     pthread_key_t key;
-    /* One writer at a time in this process. SQLite would serialise writers
-     * anyway, but through its busy handler, which sleeps and retries: under
-     * load that turns a 1 ms queue into 100 ms tails. A mutex queues them
-     * at once and fairly. */
+    /* Group commit (docs/design/control-plane.md, "Placement speed"). One
+     * connection, the writer, runs every write transaction, one thread at
+     * a time under write_lock: SQLite would serialise writers anyway, but
+     * through its busy handler, which sleeps and retries; a mutex queues
+     * them at once and fairly. The writer's SQLite transaction, a batch,
+     * stays open from one holder of the lock to the next while another
+     * thread waits for the lock; each holder's transaction is a savepoint
+     * in it, so a failure rolls back that one alone. The holder that finds
+     * no one waiting commits the batch, one fsync for all of it, and wakes
+     * the holders before it: their store_commit returns only then, so
+     * nothing is acknowledged before it is durable, and a batch whose
+     * commit fails fails every transaction in it. */
     pthread_mutex_t write_lock;
+    void *writer;                 /* under write_lock */
+    bool batch_open;              /* the writer is inside BEGIN; under write_lock */
+    int batch_size;               /* transactions in the batch; under write_lock */
+    struct batch_waiter *waiting; /* their threads; under write_lock */
+    int lock_waiters;             /* threads waiting for write_lock; atomic */
+    pthread_mutex_t flush_lock;
+    pthread_cond_t flushed;
+    uint64_t commits, transactions; /* atomic */
     /* store_set_commit_hook */
     void (*on_commit)(void *ctx);
     void *on_commit_ctx;
 };
 
+/* A thread's connection: its own for reads outside transactions; inside
+ * one (depth > 0) every statement goes to the store's writer. */
 struct conn {
     struct store *st;
     void *backend;
@@ -34,17 +66,52 @@ struct conn {
     bool noted; /* store_note_change in the open transaction */
 };
 
+static int turn_end(struct store *st, bool wait, struct sl_error *err);
+
 struct db_rows_header {
     const struct store_ops *ops;
 };
+
+/* Savepoint statements by depth, as literals: the SQLite backend caches
+ * statements by the address of their text. */
+#define SAVEPOINT_LITERALS 8
+#define SAVEPOINT_NAMES(verb)                                                                      \
+    {                                                                                              \
+        verb "sp0", verb "sp1", verb "sp2", verb "sp3", verb "sp4", verb "sp5", verb "sp6",        \
+            verb "sp7"                                                                             \
+    }
+static const char *const savepoint_sql[SAVEPOINT_LITERALS] = SAVEPOINT_NAMES("SAVEPOINT ");
+static const char *const release_sql[SAVEPOINT_LITERALS] = SAVEPOINT_NAMES("RELEASE ");
+static const char *const rollback_to_sql[SAVEPOINT_LITERALS] = SAVEPOINT_NAMES("ROLLBACK TO ");
+
+static const char *savepoint_stmt(const char *const *literals, const char *verb, int n, char *buf,
+                                  size_t size)
+{
+    if (n < SAVEPOINT_LITERALS)
+        return literals[n];
+    snprintf(buf, size, "%ssp%d", verb, n);
+    return buf;
+}
+
+/* Undoes savepoint n on the writer. */
+static void savepoint_rollback(struct store *st, int n)
+{
+    char sql[48];
+
+    st->ops->exec(st->writer, savepoint_stmt(rollback_to_sql, "ROLLBACK TO ", n, sql, sizeof(sql)),
+                  DB_NO_ARGS, NULL);
+    st->ops->exec(st->writer, savepoint_stmt(release_sql, "RELEASE ", n, sql, sizeof(sql)),
+                  DB_NO_ARGS, NULL);
+}
 
 static void conn_destroy(void *p)
 {
     struct conn *c = p;
 
     if (c->depth > 0) {
-        c->st->ops->exec(c->backend, "ROLLBACK", DB_NO_ARGS, NULL);
-        pthread_mutex_unlock(&c->st->write_lock);
+        /* a thread that ends inside a transaction: its work goes */
+        savepoint_rollback(c->st, 0);
+        turn_end(c->st, false, NULL);
     }
     c->st->ops->disconnect(c->backend);
     free(c);
@@ -56,7 +123,7 @@ static struct conn *conn_get(struct store *st, struct sl_error *err)
 
     if (c)
         return c;
-    void *b = st->ops->connect(st->target, err);
+    void *b = st->ops->connect(st->target, false, err);
     if (!b)
         return NULL;
     c = xzalloc(sizeof(*c));
@@ -129,17 +196,17 @@ struct store *store_open(const char *uri, struct sl_error *err)
     st->ops = ops;
     st->target = xstrdup(target);
     pthread_mutex_init(&st->write_lock, NULL);
+    pthread_mutex_init(&st->flush_lock, NULL);
+    pthread_cond_init(&st->flushed, NULL);
     if (pthread_key_create(&st->key, conn_destroy) != 0) {
         free(st->target);
         free(st);
         sl_fail_errno(err, "unable to create a thread key");
         return NULL;
     }
-    /* connect once now so a bad path fails at start-up, not at first request */
-    if (!conn_get(st, err)) {
-        pthread_key_delete(st->key);
-        free(st->target);
-        free(st);
+    /* connect now so a bad path fails at start-up, not at first request */
+    if (!conn_get(st, err) || !(st->writer = ops->connect(st->target, true, err))) {
+        store_close(st);
         return NULL;
     }
     return st;
@@ -158,6 +225,14 @@ void store_close(struct store *st)
     }
     /* connections of other threads close when those threads exit */
     pthread_key_delete(st->key);
+    if (st->writer) {
+        log_debug("store: %" PRIu64 " transactions in %" PRIu64 " commits", st->transactions,
+                  st->commits);
+        st->ops->disconnect(st->writer);
+    }
+    pthread_cond_destroy(&st->flushed);
+    pthread_mutex_destroy(&st->flush_lock);
+    pthread_mutex_destroy(&st->write_lock);
     free(st->target);
     free(st);
 }
@@ -165,6 +240,100 @@ void store_close(struct store *st)
 const char *store_backend(const struct store *st)
 {
     return st->ops->name;
+}
+
+/* Commits the open batch and wakes its waiting threads with the outcome.
+ * Under write_lock. */
+static int batch_commit(struct store *st, struct sl_error *err)
+{
+    struct sl_error e = SL_ERROR_INIT;
+    int rc = 0;
+
+    if (!st->batch_open)
+        return 0;
+    if (!st->ops->in_transaction(st->writer)) {
+        /* SQLite rolls a whole transaction back on some errors (a full
+         * disk, an I/O error): every savepoint in it is gone */
+        rc = sl_fail(&e, SL_E_UNAVAILABLE, "store_error",
+                     "the database undid a batch of writes after an error: try again");
+    } else if (st->ops->exec(st->writer, "COMMIT", DB_NO_ARGS, &e) < 0) {
+        rc = -1;
+        st->ops->exec(st->writer, "ROLLBACK", DB_NO_ARGS, NULL);
+    }
+    st->batch_open = false;
+    st->batch_size = 0;
+    __atomic_add_fetch(&st->commits, 1, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&st->flush_lock);
+    for (struct batch_waiter *w = st->waiting, *next; w; w = next) {
+        next = w->next; /* w may be gone once done is seen */
+        w->rc = rc;
+        if (rc < 0)
+            w->err = e;
+        w->done = true;
+    }
+    st->waiting = NULL;
+    pthread_cond_broadcast(&st->flushed);
+    pthread_mutex_unlock(&st->flush_lock);
+    if (rc < 0 && err)
+        *err = e;
+    return rc;
+}
+
+/* Ends the calling thread's turn at the writer, its transaction released
+ * or rolled back, and unlocks write_lock: leaves the batch open to the next
+ * holder when a thread waits for the lock (and the batch has room), else
+ * commits it. With wait, returns once the batch is committed, with its
+ * outcome; without, at once (a thread that ends). */
+static int turn_end(struct store *st, bool wait, struct sl_error *err)
+{
+    struct batch_waiter me = { 0 };
+    int rc;
+
+    if (st->batch_open && st->batch_size < STORE_BATCH_MAX &&
+        __atomic_load_n(&st->lock_waiters, __ATOMIC_SEQ_CST) > 0) {
+        if (wait) {
+            me.next = st->waiting;
+            st->waiting = &me;
+        }
+        pthread_mutex_unlock(&st->write_lock);
+        if (!wait)
+            return 0;
+        pthread_mutex_lock(&st->flush_lock);
+        while (!me.done)
+            pthread_cond_wait(&st->flushed, &st->flush_lock);
+        pthread_mutex_unlock(&st->flush_lock);
+        if (me.rc < 0 && err)
+            *err = me.err;
+        return me.rc;
+    }
+    rc = batch_commit(st, err);
+    pthread_mutex_unlock(&st->write_lock);
+    return rc;
+}
+
+/* Takes the writer for the calling thread's outermost transaction: joins
+ * the open batch or begins one. */
+static int turn_begin(struct store *st, struct sl_error *err)
+{
+    __atomic_add_fetch(&st->lock_waiters, 1, __ATOMIC_SEQ_CST);
+    pthread_mutex_lock(&st->write_lock);
+    __atomic_sub_fetch(&st->lock_waiters, 1, __ATOMIC_SEQ_CST);
+    if (st->batch_open && !st->ops->in_transaction(st->writer))
+        batch_commit(st, NULL); /* lost to an error: fails its waiters */
+    if (!st->batch_open) {
+        if (st->ops->exec(st->writer, st->ops->begin_sql, DB_NO_ARGS, err) < 0) {
+            pthread_mutex_unlock(&st->write_lock);
+            return -1;
+        }
+        st->batch_open = true;
+    }
+    if (st->ops->exec(st->writer, savepoint_sql[0], DB_NO_ARGS, err) < 0) {
+        turn_end(st, false, NULL);
+        return -1;
+    }
+    st->batch_size++;
+    __atomic_add_fetch(&st->transactions, 1, __ATOMIC_RELAXED);
+    return 0;
 }
 
 int store_begin(struct store *st, struct sl_error *err)
@@ -175,15 +344,13 @@ int store_begin(struct store *st, struct sl_error *err)
     if (!c)
         return -1;
     if (c->depth == 0) {
-        pthread_mutex_lock(&st->write_lock);
-        if (st->ops->exec(c->backend, st->ops->begin_sql, DB_NO_ARGS, err) < 0) {
-            pthread_mutex_unlock(&st->write_lock);
+        if (turn_begin(st, err) < 0)
             return -1;
-        }
-    } else {
-        snprintf(sql, sizeof(sql), "SAVEPOINT sp%d", c->depth);
-        if (st->ops->exec(c->backend, sql, DB_NO_ARGS, err) < 0)
-            return -1;
+    } else if (st->ops->exec(
+                   st->writer,
+                   savepoint_stmt(savepoint_sql, "SAVEPOINT ", c->depth, sql, sizeof(sql)),
+                   DB_NO_ARGS, err) < 0) {
+        return -1;
     }
     c->depth++;
     return 0;
@@ -198,22 +365,20 @@ int store_commit(struct store *st, struct sl_error *err)
         return -1;
     if (c->depth <= 0)
         return sl_fail(err, SL_E_INTERNAL, NULL, "BUG: commit without a transaction");
-    if (c->depth == 1)
-        snprintf(sql, sizeof(sql), "COMMIT");
-    else
-        snprintf(sql, sizeof(sql), "RELEASE sp%d", c->depth - 1);
-    if (st->ops->exec(c->backend, sql, DB_NO_ARGS, err) < 0) {
+    if (st->ops->exec(st->writer,
+                      savepoint_stmt(release_sql, "RELEASE ", c->depth - 1, sql, sizeof(sql)),
+                      DB_NO_ARGS, err) < 0) {
         store_rollback(st);
         return -1;
     }
-    if (--c->depth == 0) {
-        pthread_mutex_unlock(&st->write_lock);
-        if (c->noted) {
-            c->noted = false;
-            if (st->on_commit)
-                st->on_commit(st->on_commit_ctx);
-        }
-    }
+    if (--c->depth > 0)
+        return 0;
+    bool noted = c->noted;
+    c->noted = false;
+    if (turn_end(st, true, err) < 0)
+        return -1;
+    if (noted && st->on_commit)
+        st->on_commit(st->on_commit_ctx);
     return 0;
 }
 
@@ -236,21 +401,22 @@ void store_note_change(struct store *st)
 void store_rollback(struct store *st)
 {
     struct conn *c = pthread_getspecific(st->key);
-    char sql[48];
 
     if (!c || c->depth <= 0)
         return;
-    if (c->depth == 1) {
-        st->ops->exec(c->backend, "ROLLBACK", DB_NO_ARGS, NULL);
-        pthread_mutex_unlock(&st->write_lock);
-        c->noted = false;
-    } else {
-        snprintf(sql, sizeof(sql), "ROLLBACK TO sp%d", c->depth - 1);
-        st->ops->exec(c->backend, sql, DB_NO_ARGS, NULL);
-        snprintf(sql, sizeof(sql), "RELEASE sp%d", c->depth - 1);
-        st->ops->exec(c->backend, sql, DB_NO_ARGS, NULL);
-    }
-    c->depth--;
+    savepoint_rollback(st, --c->depth);
+    if (c->depth > 0)
+        return;
+    c->noted = false;
+    /* what it refused it may have judged by others' writes in the batch:
+     * its answer waits for their commit too */
+    turn_end(st, true, NULL);
+}
+
+void store_stats(struct store *st, uint64_t *transactions, uint64_t *commits)
+{
+    *transactions = __atomic_load_n(&st->transactions, __ATOMIC_RELAXED);
+    *commits = __atomic_load_n(&st->commits, __ATOMIC_RELAXED);
 }
 
 int store_tx_depth(struct store *st)
@@ -262,14 +428,32 @@ int store_tx_depth(struct store *st)
 int store_exec(struct store *st, const char *sql, const struct db_arg *args, struct sl_error *err)
 {
     struct conn *c = conn_get(st, err);
-    return c ? st->ops->exec(c->backend, sql, args, err) : -1;
+    int changed;
+
+    if (!c)
+        return -1;
+    if (c->depth > 0)
+        return st->ops->exec(st->writer, sql, args, err);
+    /* a statement on its own is a transaction of its own, through the
+     * writer like any other (not SQLite's busy handler) */
+    if (store_begin(st, err) < 0)
+        return -1;
+    changed = st->ops->exec(st->writer, sql, args, err);
+    if (changed < 0) {
+        store_rollback(st);
+        return -1;
+    }
+    return store_commit(st, err) < 0 ? -1 : changed;
 }
 
 struct db_rows *store_query(struct store *st, const char *sql, const struct db_arg *args,
                             struct sl_error *err)
 {
     struct conn *c = conn_get(st, err);
-    return c ? st->ops->query(c->backend, sql, args, err) : NULL;
+
+    if (!c)
+        return NULL;
+    return st->ops->query(c->depth > 0 ? st->writer : c->backend, sql, args, err);
 }
 
 /* Every backend's rows start with a pointer to their ops. */
@@ -349,7 +533,7 @@ int store_migrate(struct store *st, struct sl_error *err)
         if (store_begin(st, err) < 0)
             return -1;
         tx = st;
-        if (st->ops->exec_script(c->backend, st->ops->migrations[v - 1], err) < 0 ||
+        if (st->ops->exec_script(st->writer, st->ops->migrations[v - 1], err) < 0 ||
             store_exec(st, "INSERT INTO schema_migrations (version, applied_at) VALUES (?1, ?2)",
                        DB_ARGS(DB_INT(v), DB_INT(sl_time_now())), err) < 0) {
             sl_error_prefix(err, "migration %d", v);

@@ -12,10 +12,13 @@
  * every subquery in FROM has an alias and every selected column is grouped
  * or aggregated; no SQLite functions (`instr`, `json_each`, `printf`).
  * Migrations are the one place for a backend's own dialect. Each thread gets
- * its own connection. Transactions nest:
- * the outermost store_begin() opens a write transaction, inner ones are
- * savepoints, so a handler's transaction can run inside the API layer's
- * (see idempotency.c). */
+ * its own connection for reads. Transactions nest: the outermost
+ * store_begin() opens a write transaction, inner ones are savepoints, so a
+ * handler's transaction can run inside the API layer's (see idempotency.c).
+ * Every write transaction runs on one writer connection, one thread at a
+ * time, and several threads' transactions may share one commit (group
+ * commit, store.c): store_commit() returns once its transaction is durable,
+ * and a rollback undoes that transaction alone. */
 #ifndef SL_STORE_H
 #define SL_STORE_H
 
@@ -53,8 +56,8 @@ struct db_rows;
 
 struct store_ops {
     const char *name;
-    /* opens a connection for the calling thread */
-    void *(*connect)(const char *target, struct sl_error *err);
+    /* opens a connection: the store's writer, or a thread's for reads */
+    void *(*connect)(const char *target, bool writer, struct sl_error *err);
     void (*disconnect)(void *conn);
     /* runs one statement; returns the number of rows changed */
     int (*exec)(void *conn, const char *sql, const struct db_arg *args, struct sl_error *err);
@@ -67,6 +70,8 @@ struct store_ops {
     int64_t (*column_int)(struct db_rows *rows, int col);
     bool (*column_null)(struct db_rows *rows, int col);
     void (*rows_free)(struct db_rows *rows);
+    /* whether conn is inside a transaction (an error may end one) */
+    bool (*in_transaction)(void *conn);
     const char *begin_sql;         /* the outermost BEGIN */
     const char *const *migrations; /* NULL-terminated; index + 1 is the version */
 };
@@ -93,15 +98,22 @@ void store_rollback(struct store *st);
 void store_set_commit_hook(struct store *st, void (*fn)(void *ctx), void *ctx);
 void store_note_change(struct store *st);
 
+/* Write transactions begun and batch commits made since the store opened:
+ * transactions per commit is what group commit saves. */
+void store_stats(struct store *st, uint64_t *transactions, uint64_t *commits);
+
 /* Depth of open transactions on this thread's connection. */
 int store_tx_depth(struct store *st);
 
 /* Returns rows changed (>= 0) or -1. A unique-key violation fails with kind
- * SL_E_CONFLICT and code "duplicate"; a busy store with SL_E_UNAVAILABLE. */
+ * SL_E_CONFLICT and code "duplicate"; a busy store with SL_E_UNAVAILABLE.
+ * Outside a transaction the statement is a transaction of its own. */
 int store_exec(struct store *st, const char *sql, const struct db_arg *args, struct sl_error *err);
 
 /* Returns rows to step with db_next() (1 row, 0 done, -1 error); free with
- * db_rows_free (or cleanup_rows). */
+ * db_rows_free (or cleanup_rows). Rows read inside a transaction must be
+ * freed before its outermost commit or rollback: the writer's next holder
+ * is another thread. Outside one, the rows are of committed state. */
 struct db_rows *store_query(struct store *st, const char *sql, const struct db_arg *args,
                             struct sl_error *err);
 int db_next(struct db_rows *rows, struct sl_error *err);

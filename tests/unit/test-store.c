@@ -564,3 +564,183 @@ TEST(text_keyed_tables_page_by_seq)
                  1);
     test_store_close(st);
 }
+
+/* Group commit (store.c): transactions of several threads share one
+ * commit, and each stays its own. */
+struct peek_key {
+    struct store *st;
+    const char *key;
+    int64_t rows;
+};
+
+static void *peek_key_rows(void *arg)
+{
+    struct peek_key *p = arg;
+    struct sl_error err = SL_ERROR_INIT;
+
+    if (store_get_int(p->st, "SELECT COUNT(*) FROM t WHERE k = ?1", DB_ARGS(DB_TEXT(p->key)),
+                      &p->rows, &err) != 1)
+        p->rows = -1;
+    return NULL;
+}
+
+static int64_t key_seen_by_other_thread(struct store *st, const char *key)
+{
+    struct peek_key p = { st, key, -2 };
+    pthread_t th;
+
+    pthread_create(&th, NULL, peek_key_rows, &p);
+    pthread_join(th, NULL);
+    return p.rows;
+}
+
+struct batch_member {
+    struct store *st;
+    const char *key; /* the row it writes */
+    enum {
+        MEMBER_COMMITS,
+        MEMBER_ROLLS_BACK,
+        MEMBER_DUPLICATE,
+        MEMBER_ALONE
+    } how;
+    int rc;
+    int64_t seen_after; /* rows with its key another connection saw after it returned */
+    char message[512];
+};
+
+static void *batch_member_run(void *arg)
+{
+    struct batch_member *m = arg;
+    struct sl_error err = SL_ERROR_INIT;
+
+    m->rc = 0;
+    if (m->how == MEMBER_ALONE) {
+        /* a statement outside a transaction joins the batch too */
+        m->rc = put(m->st, m->key, 1, &err) == 1 ? 0 : -1;
+    } else if (m->how == MEMBER_DUPLICATE) {
+        /* fails inside the batch: the others' work stays */
+        m->rc = put(m->st, "held", 1, &err) < 0 && strcmp(err.code, "duplicate") == 0 ? 0 : -1;
+    } else if (store_begin(m->st, &err) < 0 || put(m->st, m->key, 1, &err) != 1) {
+        m->rc = -1;
+    } else if (m->how == MEMBER_ROLLS_BACK) {
+        store_rollback(m->st);
+    } else {
+        m->rc = store_commit(m->st, &err);
+    }
+    if (m->rc < 0)
+        snprintf(m->message, sizeof(m->message), "%s", err.message);
+    /* once store_commit has returned, the row is committed: a connection
+     * of another thread sees it */
+    m->seen_after = key_seen_by_other_thread(m->st, m->key);
+    return NULL;
+}
+
+TEST(group_commit_keeps_each_transaction_apart)
+{
+    struct store *st = test_store();
+    struct sl_error err = SL_ERROR_INIT;
+    struct batch_member m[] = {
+        { .st = st, .key = "b", .how = MEMBER_COMMITS },
+        { .st = st, .key = "c", .how = MEMBER_ROLLS_BACK },
+        { .st = st, .key = "d", .how = MEMBER_ALONE },
+        { .st = st, .key = "e", .how = MEMBER_DUPLICATE },
+        { .st = st, .key = "f", .how = MEMBER_COMMITS },
+    };
+    pthread_t th[ARRAY_SIZE(m)];
+    uint64_t tx0, commits0, tx1, commits1;
+
+    make_table(st);
+    store_stats(st, &tx0, &commits0);
+    /* hold the writer while the others queue for it: they join one batch */
+    CHECK_EQ_INT(store_begin(st, &err), 0);
+    CHECK_EQ_INT(put(st, "held", 1, &err), 1);
+    for (size_t i = 0; i < ARRAY_SIZE(m); i++)
+        pthread_create(&th[i], NULL, batch_member_run, &m[i]);
+    usleep(200 * 1000);
+    CHECK_EQ_INT(store_commit(st, &err), 0);
+    /* committed when store_commit returned */
+    CHECK_EQ_INT(key_seen_by_other_thread(st, "held"), 1);
+    for (size_t i = 0; i < ARRAY_SIZE(m); i++) {
+        pthread_join(th[i], NULL);
+        if (!CHECK_EQ_INT(m[i].rc, 0))
+            printf("    member %s: %s\n", m[i].key, m[i].message);
+    }
+    store_stats(st, &tx1, &commits1);
+    /* the first holder left its batch open to the others */
+    if (!CHECK(commits1 - commits0 < tx1 - tx0))
+        printf("    %llu transactions in %llu commits\n", (unsigned long long)(tx1 - tx0),
+               (unsigned long long)(commits1 - commits0));
+    CHECK_EQ_INT(count(st, "SELECT COUNT(*) FROM t WHERE k IN ('held', 'b', 'd', 'f')"), 4);
+    CHECK_EQ_INT(count(st, "SELECT COUNT(*) FROM t WHERE k = 'c'"), 0);
+    CHECK_EQ_INT(rows_in_t(st), 4);
+    /* each one's row was committed when its store_commit returned: nothing
+     * is acknowledged before the commit that makes it durable */
+    for (size_t i = 0; i < ARRAY_SIZE(m); i++)
+        if (!CHECK_EQ_INT(m[i].seen_after, m[i].how == MEMBER_COMMITS || m[i].how == MEMBER_ALONE))
+            printf("    member %s\n", m[i].key);
+}
+
+/* gpu_free (migration 10) is what placement reads for candidate hosts: the
+ * triggers keep it equal to the free GPUs of each host and model through
+ * every kind of change to gpus. */
+static int64_t gpu_free_wrong(struct store *st)
+{
+    return count(st, "SELECT COUNT(*) FROM (SELECT n.id AS node_id, m.id AS gpu_model_id"
+                     " FROM nodes n, gpu_models m) p"
+                     " WHERE COALESCE((SELECT free FROM gpu_free f WHERE f.node_id = p.node_id"
+                     " AND f.gpu_model_id = p.gpu_model_id), 0) != (SELECT COUNT(*) FROM gpus g"
+                     " WHERE g.node_id = p.node_id AND g.gpu_model_id = p.gpu_model_id"
+                     " AND g.instance_id IS NULL)");
+}
+
+TEST(gpu_free_follows_gpus)
+{
+    static const char *const steps[] = {
+        "INSERT INTO gpus (node_id, idx, uuid, name, gpu_model_id, vram_mib) VALUES"
+        " ('n-a', 0, 'u0', 'x', 'm-1', 1), ('n-a', 1, 'u1', 'x', 'm-1', 1),"
+        " ('n-a', 2, 'u2', 'x', 'm-2', 1), ('n-b', 0, 'u3', 'x', 'm-1', 1),"
+        " ('n-b', 1, 'u4', 'x', NULL, 1)",
+        /* reserved, then given back */
+        "UPDATE gpus SET instance_id = 'i-1' WHERE node_id = 'n-a' AND idx IN (0, 1)",
+        "UPDATE gpus SET instance_id = 'i-2' WHERE instance_id = 'i-1'",
+        "UPDATE gpus SET instance_id = NULL WHERE instance_id = 'i-2' AND idx = 0",
+        /* a heartbeat's upsert, unchanged and changed: the model comes and goes */
+        "INSERT INTO gpus (node_id, idx, uuid, name, gpu_model_id, vram_mib) VALUES"
+        " ('n-a', 0, 'u0', 'x', 'm-1', 1) ON CONFLICT (node_id, idx) DO UPDATE SET"
+        " gpu_model_id = excluded.gpu_model_id",
+        "UPDATE gpus SET gpu_model_id = 'm-1' WHERE node_id = 'n-b' AND idx = 1",
+        "UPDATE gpus SET gpu_model_id = 'm-2' WHERE node_id = 'n-a' AND idx = 0",
+        "UPDATE gpus SET gpu_model_id = NULL WHERE node_id = 'n-a' AND idx = 2",
+        "UPDATE gpus SET gpu_model_id = 'm-2' WHERE node_id = 'n-a' AND idx = 1",
+        /* a held GPU whose model changes stays out of the count */
+        "UPDATE gpus SET instance_id = NULL WHERE node_id = 'n-a' AND idx = 1",
+        /* gone from the host, one by one and all at once (a removed host) */
+        "DELETE FROM gpus WHERE node_id = 'n-a' AND idx = 0",
+        "DELETE FROM gpus WHERE node_id = 'n-b'",
+        "DELETE FROM gpus",
+    };
+    struct store *st = test_store();
+    struct sl_error err = SL_ERROR_INIT;
+
+    CHECK(store_exec(st, "INSERT INTO regions (id, name, created_at) VALUES ('r', 'r', 1)",
+                     DB_NO_ARGS, &err) >= 0);
+    CHECK(store_exec(st,
+                     "INSERT INTO gpu_models (id, name, vram_mib, cpu_cores_per_gpu,"
+                     " memory_mib_per_gpu, created_at) VALUES ('m-1', 'one', 1, 1, 1, 1),"
+                     " ('m-2', 'two', 1, 1, 1, 1)",
+                     DB_NO_ARGS, &err) == 2);
+    CHECK(
+        store_exec(st,
+                   "INSERT INTO nodes (id, hostname, address, region_id, token_hash,"
+                   " ssh_port_min, ssh_port_max, created_at) VALUES"
+                   " ('n-a', 'a', 'a', 'r', 'ha', 1, 2, 1), ('n-b', 'b', 'b', 'r', 'hb', 1, 2, 1)",
+                   DB_NO_ARGS, &err) == 2);
+    for (size_t i = 0; i < ARRAY_SIZE(steps); i++) {
+        if (!CHECK(store_exec(st, steps[i], DB_NO_ARGS, &err) >= 0))
+            printf("    step %zu: %s\n", i, err.message);
+        if (!CHECK_EQ_INT(gpu_free_wrong(st), 0))
+            printf("    after step %zu: %s\n", i, steps[i]);
+    }
+    CHECK_EQ_INT(count(st, "SELECT COUNT(*) FROM gpu_free WHERE free != 0"), 0);
+    test_store_close(st);
+}
