@@ -103,6 +103,42 @@ def leaks(data, released):
     return left
 
 
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def proc_cpu(pid, children=True):
+    """CPU seconds of a process (and the programs it ran and waited for)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    t = int(fields[11]) + int(fields[12])  # utime, stime
+    if children:
+        t += int(fields[13]) + int(fields[14])  # cutime, cstime
+    return t / TICK
+
+
+def machine_cpu():
+    """CPU seconds the whole machine spent busy (all CPUs), from /proc/stat."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v[:8]) - v[3] - v[4]) / TICK  # less idle and iowait
+
+
+def instances_cpu():
+    """CPU seconds of the instances' cgroups (cgroup v1 cpuacct, or v2), all
+    agents' of this host: the parent counts its removed children's too."""
+    for path, scale in (("/sys/fs/cgroup/cpuacct/suanli/cpuacct.usage", 1e-9),
+                        ("/sys/fs/cgroup/suanli/cpu.stat", 1e-6)):
+        try:
+            with open(path) as f:
+                text = f.read()
+        except OSError:
+            continue
+        if path.endswith("cpu.stat"):
+            text = [l.split()[1] for l in text.splitlines() if l.startswith("usage_usec")][0]
+        return int(text) * scale
+    return 0.0
+
+
 def worker(cluster, user, take, results, errors):
     s = cluster.server
     body = {"gpu_model": "RTX 4090", "gpus": 1, "image": conftest.IMAGE, "data_disk_gib": 1}
@@ -153,6 +189,8 @@ def main():
                 left[0] -= 1
                 return left[0] >= 0
         print(f"bench: {CYCLES} cycles at concurrency {CONCURRENCY}...", file=sys.stderr)
+        cpu0 = (proc_cpu(node.proc.pid), proc_cpu(server.proc.pid), proc_cpu(os.getpid(), False),
+                instances_cpu(), machine_cpu())
         t0 = time.time()
         threads = [threading.Thread(target=worker, args=(cluster, u, take, results, errors))
                    for u in users]
@@ -161,11 +199,16 @@ def main():
         for t in threads:
             t.join()
         wall = time.time() - t0
+        cpu1 = (proc_cpu(node.proc.pid), proc_cpu(server.proc.pid), proc_cpu(os.getpid(), False),
+                instances_cpu(), machine_cpu())
+        used = [b - a for a, b in zip(cpu0, cpu1)]
         load_after = os.getloadavg()
         leftover = leaks(node.data_dir, [(iid, port) for iid, port, _, _ in results])
     finally:
         if node:
             node.stop()
+            if os.environ.get("AGENT_LOG"):  # the agent's log, kept (with its traces)
+                shutil.copy(node.log_path, os.environ["AGENT_LOG"])
         server.stop()
         if node:
             conftest.cleanup_host(node.data_dir, bridge=BRIDGE, prefix=PREFIX)
@@ -194,6 +237,22 @@ def main():
            f"| create → SSH banner p50 / p95 | {statistics.median(create) * 1000:.0f} ms / "
            f"{pct(create, 0.95) * 1000:.0f} ms |",
            f"| leaks afterwards | {len(leftover)} |"]
+    n = max(len(results), 1)
+    agent, suanlid, bench, inst, total = used
+    out += ["", f"CPU per cycle (ms; the machine has {os.cpu_count()} CPUs, so at most "
+            f"{os.cpu_count() * 1000 / max(total / n * 1000, 1):.1f} cycles/s fit at this use "
+            "of it, other work on the machine included):", "",
+            "| who | CPU per cycle |", "|---|---|",
+            f"| the agent and the programs it ran (runc, CNI plugins, nft, mkfs, ssh-keygen) "
+            f"| {agent / n * 1000:.0f} ms |",
+            f"| the instances (their cgroups: runc init, the init script, sshd; every agent's "
+            f"on this host) | {inst / n * 1000:.0f} ms |",
+            f"| suanlid | {suanlid / n * 1000:.0f} ms |",
+            f"| this bench (its HTTP polls every 10 ms, banner probes every 2 ms) "
+            f"| {bench / n * 1000:.0f} ms |",
+            f"| everything else on the machine (the kernel's work for the above, other "
+            f"users) | {(total - agent - inst - suanlid - bench) / n * 1000:.0f} ms |",
+            f"| the whole machine | {total / n * 1000:.0f} ms |"]
     if errors:
         out += ["", "Errors:", ""] + [f"* {e[:300]}" for e in errors[:10]]
     if leftover:

@@ -49,6 +49,7 @@ struct agent {
     bool acted;          /* a worker acted: the heartbeat goes at once */
     json_t *desired;     /* the newest desired state; the poller replaces it */
     int64_t revision;    /* its revision */
+    int64_t desired_us;  /* when it came, wall-clock µs (steps.h: a start's trace) */
     json_t *failures;    /* {id: {"generation": g, "message": m}} */
     json_t *retries;     /* {id: {"message": m, "delay_ms": d, "next_ms": t}}: a step backing off */
     json_t *inflight;    /* {id: true}: a worker is converging it */

@@ -6,6 +6,7 @@
 #include "fsutil.h"
 #include "inventory.h"
 #include "lxcfs.h"
+#include "steps.h"
 #include "transfer.h"
 #include "../lib/cleanup.h"
 #include "../lib/config.h"
@@ -256,6 +257,7 @@ static void *desired_reader(void *p)
         json_decref(a->desired);
         a->desired = fresh;
         a->revision = revision;
+        a->desired_us = steps_wall_us();
         a->kicked = true;
         pthread_cond_broadcast(&a->wake);
         pthread_mutex_unlock(&a->lock);
@@ -307,7 +309,7 @@ int agent_run(struct agent_config *cfg, volatile bool *stop, struct sl_error *er
             a.first_pass = false; /* converging to what suanlid says now */
         /* each running instance's port pinned to its MAC and IP, however
          * the table went (a reboot, a flushed ruleset): see net.h */
-        if (net_pin(&a.net, &e) < 0) {
+        if (net_pin_recheck(&a.net, &e) < 0) {
             if (!a.pin_warned)
                 log_error("agent: %s", e.message);
             a.pin_warned = true;

@@ -3,9 +3,11 @@
 #include "../lib/buf.h"
 #include "../lib/cleanup.h"
 #include "../lib/file.h"
+#include "../lib/subprocess.h"
 #include "../lib/xalloc.h"
 
 #include <sodium.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -27,16 +29,36 @@ static const char boot_init_script[] =
     "# stopped while chpasswd or useradd held it, and would refuse root's\n"
     "# password (and this boot) forever: a pid in it is alive again in a new\n"
     "# pid namespace\n"
-    "rm -f /etc/passwd.lock /etc/shadow.lock /etc/group.lock /etc/gshadow.lock\n"
-    "# root's password comes as a crypt(3) hash: the node never has the plaintext\n"
+    "# (the shell's own tests first: every program run here is paid from the\n"
+    "# instance's CPU quota before sshd answers)\n"
+    "for f in /etc/passwd.lock /etc/shadow.lock /etc/group.lock /etc/gshadow.lock; do\n"
+    "    if [ -e $f ] || [ -L $f ]; then rm -f $f; fi\n"
+    "done\n"
+    "# root's password comes as a crypt(3) hash: the node never has the plaintext;\n"
+    "# chpasswd only when /etc/shadow does not have it already\n"
     "if [ -s \"$boot/root-password-crypt\" ]; then\n"
-    "    printf 'root:%s\\n' \"$(cat \"$boot/root-password-crypt\")\" | chpasswd -e\n"
+    "    IFS= read -r want < \"$boot/root-password-crypt\" || true\n"
+    "    have=\n"
+    "    while IFS=: read -r user hash rest; do\n"
+    "        if [ \"$user\" = root ]; then have=$hash; break; fi\n"
+    "    done < /etc/shadow || true\n"
+    "    if [ \"$have\" != \"$want\" ]; then printf 'root:%s\\n' \"$want\" | chpasswd -e; fi\n"
     "fi\n"
     "# Host keys: made on the first boot (not taken from the image, where every\n"
     "# instance would share them) and kept on the system disk after.\n"
     "keys=/etc/ssh\n"
     "if [ ! -e $keys/.suanli-host-keys ]; then\n"
     "    rm -f $keys/ssh_host_*_key $keys/ssh_host_*_key.pub\n"
+    "    # the node made them on the first start (boot_host_keys): copied with\n"
+    "    # the shell's own read and printf, the marker last, so a boot cut\n"
+    "    # short copies them again\n"
+    "    if [ -s $boot/host-keys/ssh_host_ed25519_key ]; then\n"
+    "        for f in $boot/host-keys/ssh_host_*; do\n"
+    "            case $f in *.pub) umask 022 ;; *) umask 077 ;; esac\n"
+    "            while IFS= read -r line; do printf '%s\\n' \"$line\"; done < $f > $keys/${f##*/}\n"
+    "        done\n"
+    "        umask 022\n"
+    "    fi\n"
     "    : > $keys/.suanli-host-keys\n"
     "fi\n"
     "# each made aside and moved in whole: an instance stopped midway leaves no\n"
@@ -49,19 +71,12 @@ static const char boot_init_script[] =
     "        mv $keys/$type.tmp $keys/ssh_host_${type}_key\n"
     "    fi\n"
     "done\n"
-    "# RSA takes about a second: it is made in the background and served from\n"
-    "# the next start on. (Reloading sshd with SIGHUP instead briefly closes\n"
-    "# its listener and refuses logins in flight.)\n"
-    "if [ ! -s $keys/ssh_host_rsa_key ]; then\n"
-    "    (\n"
-    "        rm -f $keys/rsa.tmp $keys/rsa.tmp.pub\n"
-    "        ssh-keygen -q -t rsa -b 3072 -N '' -f $keys/rsa.tmp &&\n"
-    "            mv $keys/rsa.tmp.pub $keys/ssh_host_rsa_key.pub &&\n"
-    "            mv $keys/rsa.tmp $keys/ssh_host_rsa_key\n"
-    "    ) </dev/null >/dev/null 2>&1 &\n"
-    "fi\n"
+    "# No RSA host key: it took a second of CPU at every first boot (four at the\n"
+    "# instance's quota), competing with sshd; ed25519 and ECDSA serve every\n"
+    "# client of the last decade, and sshd serves an RSA key the renter makes\n"
+    "# (ssh-keygen -A) from the next start on.\n"
+    "# /run is a fresh tmpfs (mode 0755 under umask 022)\n"
     "mkdir -p /run/sshd /root/.ssh\n"
-    "chmod 0755 /run/sshd\n"
     "chmod 0700 /root/.ssh\n"
     "# Jupyter, when the image has it and suanlid published its port (PORT TOKEN)\n"
     "if [ -s $boot/jupyter ] && command -v jupyter-notebook >/dev/null 2>&1; then\n"
@@ -196,6 +211,34 @@ int boot_write(const char *boot_dir, const struct boot_params *p, struct sl_erro
         sl_file_write(token_path, token, strlen(token), 0600, 0, err) < 0 ||
         sl_file_write(jupyter, jupyter_text, strlen(jupyter_text), 0600, 0, err) < 0)
         return -1;
+    return 0;
+}
+
+int boot_host_keys(const char *boot_dir, bool fresh, struct sl_error *err)
+{
+    static const char *const types[] = { "ed25519", "ecdsa" };
+    cleanup_free char *dir = xasprintf("%s/host-keys", boot_dir);
+    if (fs_remove_tree(dir, err) < 0)
+        return -1;
+    if (!fresh)
+        return 0;
+    cleanup_free char *tmp = xasprintf("%s/host-keys.new", boot_dir);
+    if (fs_remove_tree(tmp, err) < 0 || fs_mkdir_p(tmp, 0700, err) < 0)
+        return -1;
+    for (size_t i = 0; i < ARRAY_SIZE(types); i++) {
+        cleanup_free char *key = xasprintf("%s/ssh_host_%s_key", tmp, types[i]);
+        const char *argv[] = { "ssh-keygen", "-q", "-t", types[i], "-N", "",
+                               "-C",         "",   "-f", key,      NULL };
+        if (sl_run(argv, NULL, err) < 0) {
+            struct sl_error e = SL_ERROR_INIT;
+            fs_remove_tree(tmp, &e);
+            sl_error_prefix(err, "make the SSH host keys");
+            return -1;
+        }
+    }
+    /* whole or not at all: the init takes the directory as it finds it */
+    if (rename(tmp, dir) < 0)
+        return sl_fail_errno(err, "unable to rename '%s'", tmp);
     return 0;
 }
 

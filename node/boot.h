@@ -15,6 +15,9 @@
  *                    (node/metadata.h), which answers for it only
  *   shutdown         the `shutdown` command (BOOT_SHUTDOWN_MOUNT): stops
  *                    the instance through that endpoint
+ *   host-keys/       on an instance's first start only: its SSH host keys
+ *                    (ed25519, ECDSA), made by the node, which the init
+ *                    copies to /etc/ssh (boot_host_keys)
  *
  * It lives on the host, not on the instance's disks, and is rewritten on
  * every start, so a changed password applies at the next start; the key
@@ -23,6 +26,8 @@
  * /etc/resolv.conf, which are, live on the system disk (rootfs.h). */
 #ifndef SL_NODE_BOOT_H
 #define SL_NODE_BOOT_H
+
+#include <stdbool.h>
 
 #include "../lib/error.h"
 
@@ -38,6 +43,14 @@ struct boot_params {
  * not in crypt(3)'s alphabet, or key text with a control character, is
  * SL_E_INVALID. */
 int boot_write(const char *boot_dir, const struct boot_params *p, struct sl_error *err);
+
+/* fresh (the instance's first start, its system disk new): makes its SSH
+ * host keys in boot_dir/host-keys with the host's ssh-keygen, so the
+ * instance spends none of its CPU quota on them before sshd answers;
+ * otherwise removes that directory (the keys live on the system disk by
+ * then). Without ssh-keygen on the host, or after a failure, the init
+ * makes the keys itself, as before. */
+int boot_host_keys(const char *boot_dir, bool fresh, struct sl_error *err);
 
 /* Makes boot_dir/authorized_keys say keys (NULL: none) when it says
  * something else: 1 when it changed, 0 when it was already so, -1 on

@@ -6,6 +6,7 @@
 #include "boot.h"
 #include "cgroup.h"
 #include "fsutil.h"
+#include "steps.h"
 #include "transfer.h"
 #include "../lib/cleanup.h"
 #include "../lib/file.h"
@@ -162,6 +163,24 @@ static bool sync_keys(struct agent *a, const char *id, json_t *d)
     return rc > 0;
 }
 
+/* Where the start went (steps.h): DATA/instances/<id>/timing.json, and
+ * a line in the log (one per start, as "starting"). */
+static void start_timing(struct agent *a, const char *id, int64_t generation)
+{
+    struct steps *s = steps_current();
+    if (!s)
+        return;
+    char text[1024];
+    steps_format(s, text, sizeof(text));
+    log_info("agent: started %s in %.1f ms: %s", id, (double)(s->last_us - s->start_us) / 1000.0,
+             text);
+    cleanup_free char *path = xasprintf("%s/instances/%s/timing.json", a->cfg->data_dir, id);
+    cleanup_free char *extra = xasprintf("\"generation\": %lld", (long long)generation);
+    struct sl_error e = SL_ERROR_INIT;
+    if (steps_write(s, path, extra, &e) < 0)
+        log_debug("agent: %s", e.message);
+}
+
 static int start_one(struct agent *a, json_t *d, struct sl_error *err)
 {
     const char *id = json_string_value(json_object_get(d, "id"));
@@ -203,7 +222,9 @@ static int start_one(struct agent *a, json_t *d, struct sl_error *err)
     if (instance_create_disks(&a->host, &spec, err) < 0 ||
         instance_start(&a->host, &spec, ip, err) < 0)
         return -1;
-    if (!ssh_ready(ip, a->cfg->ssh_wait_ms)) {
+    bool ready = ssh_ready(ip, a->cfg->ssh_wait_ms);
+    steps_mark("sshd");
+    if (!ready) {
         instance_stop(&a->host, id, spec.host_port, 0, NULL);
         return sl_fail(err, SL_E_UNAVAILABLE, "ssh_not_ready",
                        "sshd did not answer within %lld ms; see the instance's console.log",
@@ -212,7 +233,11 @@ static int start_one(struct agent *a, json_t *d, struct sl_error *err)
     cleanup_free char *path = generation_path(a, id);
     char text[32];
     int n = snprintf(text, sizeof(text), "%lld\n", (long long)generation);
-    return sl_file_write(path, text, (size_t)n, 0600, 0, err);
+    if (sl_file_write(path, text, (size_t)n, 0600, 0, err) < 0)
+        return -1;
+    steps_mark("generation");
+    start_timing(a, id, generation);
+    return 0;
 }
 
 /* From here on the instance's state moves: the heartbeat leaves it out
@@ -239,6 +264,7 @@ bool agent_converge_instance(struct agent *a, json_t *d, bool first_pass)
     if (strcmp(desired, "running") == 0) {
         pid_t pid;
         bool running = instance_running(a, id, &pid);
+        steps_mark("check");
         int64_t have = running ? local_generation(a, id) : 0;
         if (running && have >= generation) {
             /* its namespace pinned where this agent keeps pins: moved from
@@ -264,6 +290,7 @@ bool agent_converge_instance(struct agent *a, json_t *d, bool first_pass)
         if (running) {
             log_info("agent: restarting %s (generation %lld)", id, (long long)generation);
             instance_stop(&a->host, id, port, (int)a->cfg->stop_grace_ms, NULL);
+            steps_mark("stop before");
         }
         log_info("agent: starting %s", id);
         if (start_one(a, d, &err) < 0)
@@ -274,6 +301,11 @@ bool agent_converge_instance(struct agent *a, json_t *d, bool first_pass)
     }
     if (strcmp(desired, "stopped") == 0) {
         struct runtime_state rs;
+        /* a moved instance: its disks are copied here, and it stays
+         * stopped (transfer.h) */
+        if (json_object_get(d, "copy_from") &&
+            !transfer_ready(a->cfg->data_dir, d, a->cfg->transfer_retry_s))
+            return false;
         forget_failure(a, id);
         if (a->rt.ops->state(&a->rt, id, &rs, NULL) < 0)
             return false;
@@ -318,7 +350,8 @@ struct converge_job {
     struct agent *a;
     json_t *d;
     bool first_pass;
-    int64_t revision; /* of the desired state d came from */
+    int64_t revision;        /* of the desired state d came from */
+    int64_t desired_wall_us; /* when the agent read it (steps.h) */
 };
 
 static void *converge_worker(void *p)
@@ -326,7 +359,17 @@ static void *converge_worker(void *p)
     struct converge_job *job = p;
     struct agent *a = job->a;
     const char *id = json_string_value(json_object_get(job->d, "id"));
+    struct steps trace;
+    steps_begin(&trace, job->desired_wall_us);
     bool acted = agent_converge_instance(a, job->d, job->first_pass);
+    steps_end();
+    const char *desired = json_string_value(json_object_get(job->d, "desired"));
+    if (acted && desired && strcmp(desired, "running") != 0 && !retrying(a, id)) {
+        char text[1024];
+        steps_format(&trace, text, sizeof(text));
+        log_info("agent: %s %s in %.1f ms: %s", desired, id,
+                 (double)(trace.last_us - trace.start_us) / 1000.0, text);
+    }
 
     pthread_mutex_lock(&a->lock);
     json_object_del(a->inflight, id);
@@ -350,6 +393,9 @@ void agent_converge_start(struct agent *a, json_t *instances, int64_t revision)
     size_t i;
     json_t *d;
     int64_t now = sl_time_mono_ms();
+    pthread_mutex_lock(&a->lock);
+    int64_t desired_wall_us = a->revision == revision ? a->desired_us : 0;
+    pthread_mutex_unlock(&a->lock);
 
     json_array_foreach(instances, i, d)
     {
@@ -368,7 +414,11 @@ void agent_converge_start(struct agent *a, json_t *instances, int64_t revision)
             continue;
         struct converge_job *job = xzalloc(sizeof(*job));
         *job = (struct converge_job){
-            .a = a, .d = json_deep_copy(d), .first_pass = a->first_pass, .revision = revision
+            .a = a,
+            .d = json_deep_copy(d),
+            .first_pass = a->first_pass,
+            .revision = revision,
+            .desired_wall_us = desired_wall_us,
         };
         pthread_t t;
         pthread_attr_t attr;

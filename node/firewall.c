@@ -128,8 +128,22 @@ int firewall_ensure(const char *bridge, struct sl_error *err)
     return 0;
 }
 
+static bool plain_name(const char *s);
+
 int firewall_isolate_port(const char *host_veth, struct sl_error *err)
 {
+    /* the port's flag in sysfs (kernels since 4.18): no program to run */
+    if (plain_name(host_veth) && strcmp(host_veth, ".") != 0 && strcmp(host_veth, "..") != 0) {
+        cleanup_free char *path = xasprintf("/sys/class/net/%s/brport/isolated", host_veth);
+        cleanup_close int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            if (write(fd, "1", 1) == 1)
+                return 0;
+            sl_fail_errno(err, "unable to write '%s'", path);
+            sl_error_prefix(err, "isolate bridge port '%s'", host_veth);
+            return -1;
+        }
+    }
     const char *argv[] = { "bridge", "link", "set", "dev", host_veth, "isolated", "on", NULL };
     if (sl_run(argv, NULL, err) < 0) {
         sl_error_prefix(err, "isolate bridge port '%s'", host_veth);

@@ -5,10 +5,12 @@
 #include "image.h"
 #include "oci.h"
 #include "rootfs.h"
+#include "steps.h"
 #include "../lib/cleanup.h"
 #include "../lib/xalloc.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -43,6 +45,21 @@ static int create_disk(const char *path, unsigned gib, struct sl_error *err)
     return 0;
 }
 
+struct disk_job {
+    const char *path;
+    unsigned gib;
+    struct sl_error err;
+    int rc;
+};
+
+static void *disk_thread(void *p)
+{
+    struct disk_job *job = p;
+    job->err = (struct sl_error)SL_ERROR_INIT;
+    job->rc = create_disk(job->path, job->gib, &job->err);
+    return NULL;
+}
+
 int instance_create_disks(const struct node_host *host, const struct instance_spec *spec,
                           struct sl_error *err)
 {
@@ -50,9 +67,23 @@ int instance_create_disks(const struct node_host *host, const struct instance_sp
     cleanup_free char *system = path_in(host, spec->id, "system.img");
     cleanup_free char *data = path_in(host, spec->id, "data.img");
     unsigned system_gib = spec->system_disk_gib ? spec->system_disk_gib : INSTANCE_SYSTEM_DISK_GIB;
-    if (fs_mkdir_p(dir, 0700, err) < 0 || create_disk(system, system_gib, err) < 0)
+    if (fs_mkdir_p(dir, 0700, err) < 0)
         goto fail;
-    if (spec->data_disk_gib && create_disk(data, spec->data_disk_gib, err) < 0)
+    /* the two mkfs at once (each mostly waits for its writes) */
+    struct disk_job sys = { .path = system, .gib = system_gib };
+    pthread_t t;
+    bool beside = spec->data_disk_gib && pthread_create(&t, NULL, disk_thread, &sys) == 0;
+    if (!beside)
+        disk_thread(&sys);
+    int rc = spec->data_disk_gib ? create_disk(data, spec->data_disk_gib, err) : 0;
+    if (beside)
+        pthread_join(t, NULL);
+    steps_mark("disks (mkfs)");
+    if (sys.rc < 0) {
+        *err = sys.err; /* the system disk's failure first */
+        goto fail;
+    }
+    if (rc < 0)
         goto fail;
     return 0;
 fail:
@@ -101,8 +132,10 @@ static void drop_old_etc_files(const char *boot)
     }
 }
 
-static int start_steps(const struct node_host *host, const struct instance_spec *spec, char *ip,
-                       struct sl_error *err)
+/* What start does beside the network: disks, overlay, files, the bundle
+ * and the container, created. */
+static int start_local(const struct node_host *host, const struct instance_spec *spec,
+                       const char *netns, struct sl_error *err)
 {
     const char *id = spec->id;
     cleanup_free char *system = path_in(host, id, "system.img");
@@ -117,20 +150,20 @@ static int start_steps(const struct node_host *host, const struct instance_spec 
     cleanup_free char *cgroup = xasprintf("/suanli/%s", id);
     bool has_data = access(data, F_OK) == 0;
 
-    struct runtime_state st;
-    if (host->runtime->ops->state(host->runtime, id, &st, err) < 0)
-        return -1;
-    if (st.status == RUNTIME_RUNNING)
-        return 0;
-    if (st.status != RUNTIME_ABSENT && host->runtime->ops->delete (host->runtime, id, err) < 0)
-        return -1;
-
     if (disk_mount(system, sys_mount, err) < 0)
         return -1;
     if (has_data && disk_mount(data, data_mount, err) < 0)
         return -1;
-    if (mount_root(host, spec, err) < 0 || rootfs_write_etc(etc, id, err) < 0)
+    steps_mark("mount disks");
+    /* a system disk with no overlay upper yet: the instance's first start */
+    cleanup_free char *upper = path_in(host, id, "sys/upper");
+    bool fresh = access(upper, F_OK) < 0 && errno == ENOENT;
+    if (mount_root(host, spec, err) < 0)
         return -1;
+    steps_mark("overlay");
+    if (rootfs_write_etc(etc, id, err) < 0)
+        return -1;
+    steps_mark("etc files");
     struct boot_params bp = { .id = id,
                               .root_password_crypt = spec->root_password_crypt,
                               .authorized_keys = spec->authorized_keys,
@@ -139,18 +172,13 @@ static int start_steps(const struct node_host *host, const struct instance_spec 
     if (boot_write(boot, &bp, err) < 0)
         return -1;
     drop_old_etc_files(boot);
-    /* a container that died without a stop (a crash, a reboot) left its
-     * address lease and rules behind: free them before asking again */
-    if (net_attached(host->net, id) && net_detach(host->net, id, spec->host_port, err) < 0)
-        return -1;
-    struct net_attachment na;
-    if (net_attach(host->net, id, spec->host_port, &na, err) < 0)
-        return -1;
-    if (ip)
-        snprintf(ip, 64, "%s", na.ip);
+    steps_mark("boot dir");
+    struct sl_error e = SL_ERROR_INIT;
+    sl_error_warn(boot_host_keys(boot, fresh, &e), &e, "the instance makes its own host keys");
+    steps_mark("host keys");
     struct oci_params op = { .id = id,
                              .rootfs = rootfs,
-                             .netns_path = na.netns,
+                             .netns_path = netns,
                              .boot_dir = boot,
                              .etc_dir = etc,
                              .data_dir = has_data ? data_mount : NULL,
@@ -164,7 +192,82 @@ static int start_steps(const struct node_host *host, const struct instance_spec 
                              .n_gpus = spec->n_gpus };
     if (oci_write_config(bundle, &op, err) < 0)
         return -1;
-    return host->runtime->ops->run(host->runtime, id, bundle, log, err);
+    steps_mark("oci config");
+    if (host->runtime->ops->create(host->runtime, id, bundle, log, err) < 0)
+        return -1;
+    steps_mark("runc create");
+    return 0;
+}
+
+struct attach_job {
+    const struct node_host *host;
+    const struct instance_spec *spec;
+    struct net_attachment na;
+    struct sl_error err;
+    int rc;
+    struct steps steps;
+};
+
+static void *attach_thread(void *p)
+{
+    struct attach_job *job = p;
+    job->err = (struct sl_error)SL_ERROR_INIT;
+    steps_begin(&job->steps, 0);
+    job->rc = net_attach(job->host->net, job->spec->id, job->spec->host_port, &job->na, &job->err);
+    steps_end();
+    return NULL;
+}
+
+static int start_steps(const struct node_host *host, const struct instance_spec *spec, char *ip,
+                       struct sl_error *err)
+{
+    const char *id = spec->id;
+    struct runtime_state st;
+    if (host->runtime->ops->state(host->runtime, id, &st, err) < 0)
+        return -1;
+    if (st.status == RUNTIME_RUNNING)
+        return 0;
+    if (st.status != RUNTIME_ABSENT && host->runtime->ops->delete (host->runtime, id, err) < 0)
+        return -1;
+    steps_mark("runc state");
+
+    /* a container that died without a stop (a crash, a reboot) left its
+     * address lease and rules behind: free them before asking again */
+    if (net_attached(host->net, id) && net_detach(host->net, id, spec->host_port, err) < 0)
+        return -1;
+    steps_mark("network: detach leftovers");
+    cleanup_free char *netns = net_netns_path(id);
+    if (net_prepare(host->net, id, err) < 0)
+        return -1;
+    steps_mark("network: netns");
+
+    /* The network (the CNI plugins: most of a start) is attached in a
+     * thread of its own while this one mounts the disks and the overlay,
+     * writes the files and creates the container; the container starts,
+     * running the image's first program, only once its port is isolated
+     * and pinned. */
+    struct attach_job job = { .host = host, .spec = spec };
+    pthread_t t;
+    bool beside = pthread_create(&t, NULL, attach_thread, &job) == 0;
+    if (!beside)
+        attach_thread(&job);
+    int rc = start_local(host, spec, netns, err);
+    if (beside)
+        pthread_join(t, NULL);
+    steps_beside(steps_current(), &job.steps);
+    steps_mark("network: waited for");
+    if (rc == 0 && job.rc < 0) {
+        *err = job.err;
+        rc = -1;
+    }
+    if (rc < 0)
+        return -1;
+    if (ip)
+        snprintf(ip, 64, "%s", job.na.ip);
+    if (host->runtime->ops->start(host->runtime, id, err) < 0)
+        return -1;
+    steps_mark("runc start");
+    return 0;
 }
 
 int instance_start(const struct node_host *host, const struct instance_spec *spec, char *ip,
@@ -195,11 +298,15 @@ int instance_stop(const struct node_host *host, const char *id, unsigned host_po
         st.status != RUNTIME_STOPPED)
         sl_error_warn(net_adopt(host->net, id, st.pid, &e) < 0 ? -1 : 0, &e,
                       "pin the network namespace of a stopping instance");
+    steps_mark("stop: adopt netns");
     sl_error_gather(err, &rc, runtime_stop(host->runtime, id, grace_ms, &e), &e);
+    steps_mark("stop: runc stop");
     sl_error_gather(err, &rc, net_detach(host->net, id, host_port, &e), &e);
+    steps_mark("stop: network");
     sl_error_gather(err, &rc, rootfs_unmount(rootfs, &e), &e);
     sl_error_gather(err, &rc, disk_unmount(data_mount, &e), &e);
     sl_error_gather(err, &rc, disk_unmount(sys_mount, &e), &e);
+    steps_mark("stop: unmount");
     if (rc < 0) {
         sl_error_prefix(err, "stop instance '%s'", id);
         return -1;
@@ -233,5 +340,6 @@ int instance_release(const struct node_host *host, const char *id, unsigned host
         sl_error_prefix(err, "release instance '%s'", id);
         return -1;
     }
+    steps_mark("release: remove files");
     return 0;
 }

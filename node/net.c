@@ -2,12 +2,14 @@
 #include "disk.h"
 #include "firewall.h"
 #include "fsutil.h"
+#include "steps.h"
 #include "../lib/buf.h"
 #include "../lib/cleanup.h"
 #include "../lib/file.h"
 #include "../lib/id.h"
 #include "../lib/json.h"
 #include "../lib/subprocess.h"
+#include "../lib/timefmt.h"
 #include "../lib/xalloc.h"
 
 #include <dirent.h>
@@ -18,7 +20,10 @@
 #include <sodium.h>
 #include <stdio.h>
 #include <string.h>
+#include <net/if.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -34,11 +39,17 @@
 #define SSH_PORT       22
 #define CNI_OUTPUT_MAX (1 << 20)
 
-/* The agent converges instances in threads of their own: the plugins'
- * chains, the pins and the port table change one instance at a time (a
- * pin computed from the results before another's attach must not be
- * written after it, or that instance would run unpinned for a pass). */
+/* The agent converges instances in threads of their own. The pins change
+ * one at a time, under net_lock (a pin computed from the results before
+ * another's attach must not be written after it, or that instance would run
+ * unpinned for a pass), and so does the firewall check (ensure_rules). The
+ * CNI plugins run for several instances at once, as container runtimes run
+ * them (host-local leases under a file lock, iptables under its own), except
+ * until one attach has worked since the agent started: that first one makes
+ * the plugins' shared chains (CNI-FORWARD, CNI-HOSTPORT-DNAT, ...), which two
+ * plugins making them at once could both try to create. */
 static pthread_mutex_t net_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+static bool net_warm; /* under net_lock: an attach has worked since the agent started */
 
 char *net_netns_path(const char *id)
 {
@@ -199,6 +210,14 @@ static int netns_create(const char *path, struct sl_error *err)
     if (pid == 0) {
         if (unshare(CLONE_NEWNET) < 0)
             _exit(1);
+        /* lo up, as CNI's loopback plugin would, without running it */
+        struct ifreq ifr = { .ifr_name = "lo" };
+        int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+            _exit(3);
+        ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+        if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+            _exit(3);
         if (mount("/proc/self/ns/net", path, NULL, MS_BIND, NULL) < 0)
             _exit(2);
         _exit(0);
@@ -210,8 +229,12 @@ static int netns_create(const char *path, struct sl_error *err)
     }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         unlink(path);
+        int code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
         return sl_fail(err, SL_E_INTERNAL, "netns_failed", "unable to %s network namespace '%s'",
-                       WIFEXITED(status) && WEXITSTATUS(status) == 2 ? "bind" : "create", path);
+                       code == 2   ? "bind"
+                       : code == 3 ? "bring up the loopback interface of"
+                                   : "create",
+                       path);
     }
     return 0;
 }
@@ -364,6 +387,33 @@ void net_result_address(json_t *result, struct net_attachment *out)
         snprintf(out->gateway, sizeof(out->gateway), "%s", gw);
 }
 
+/* firewall_ensure's checks are eight iptables runs: made once per
+ * ENSURE_EVERY_MS for the bridge (under net_lock), by the attach that
+ * comes first or by net_pin, which every pass of the agent's loop runs, so
+ * rules deleted behind the agent's back come back within that time for
+ * running instances too (before, only at the next attach); a table of
+ * pins found gone (a flushed ruleset, a reboot) makes them at once. */
+#define ENSURE_EVERY_MS 10000
+static char ensured_bridge[64];
+static int64_t ensured_ms;
+
+static int ensure_rules(const struct net_config *cfg, bool now, struct sl_error *err)
+{
+    pthread_mutex_lock(&net_lock);
+    int64_t t = sl_time_mono_ms();
+    int rc = 0;
+    if (now || strcmp(ensured_bridge, cfg->bridge) != 0 || t - ensured_ms >= ENSURE_EVERY_MS) {
+        ensured_bridge[0] = '\0';
+        rc = firewall_ensure(cfg->bridge, err);
+        if (rc == 0) {
+            snprintf(ensured_bridge, sizeof(ensured_bridge), "%s", cfg->bridge);
+            ensured_ms = t;
+        }
+    }
+    pthread_mutex_unlock(&net_lock);
+    return rc;
+}
+
 /* The instance's host-side veth (the result's interface outside any
  * sandbox that is not the bridge) becomes an isolated port, and the bridge's
  * rules are made sure of: see firewall.h. */
@@ -379,7 +429,7 @@ static int isolate(const struct net_config *cfg, json_t *result, struct sl_error
             firewall_isolate_port(name, err) < 0)
             return -1;
     }
-    return firewall_ensure(cfg->bridge, err);
+    return ensure_rules(cfg, false, err);
 }
 
 bool net_result_port(const struct net_config *cfg, const char *id, json_t *result,
@@ -453,8 +503,8 @@ static int net_pin_locked(const struct net_config *cfg, struct sl_error *err)
     free(ports);
     /* Instances attached but no table: a reboot, or a flushed ruleset that
      * took the iptables isolation rules with it: put those back too. */
-    if (rc == 0 && change == FIREWALL_PIN_CREATED)
-        rc = firewall_ensure(cfg->bridge, err);
+    if (rc == 0)
+        rc = ensure_rules(cfg, change == FIREWALL_PIN_CREATED, err);
     /* the others are pinned; this one fails its start (net_attach) */
     if (rc == 0 && unreadable)
         rc = sl_fail(err, SL_E_INTERNAL, "network_failed",
@@ -478,8 +528,68 @@ static int attach_failed(const struct net_config *cfg, const char *id, unsigned 
     return -1;
 }
 
-static int net_attach_locked(const struct net_config *cfg, const char *id, unsigned host_port,
-                             struct net_attachment *out, struct sl_error *err)
+/* The plugins of net_cni_plugins by index, as steps (steps.h) name them. */
+static const char *plugin_step(size_t i)
+{
+    static const char *const names[] = { "network: cni bridge", "network: cni portmap",
+                                         "network: cni firewall" };
+    return i < ARRAY_SIZE(names) ? names[i] : "network: cni other";
+}
+
+/* The port's isolation and pin, which need only the bridge plugin's result
+ * (the veth, the MAC and the address inside), made in a thread beside the
+ * portmap and firewall plugins. */
+struct pin_job {
+    const struct net_config *cfg;
+    json_t *result; /* a copy of its own */
+    struct sl_error err;
+    int rc;
+    struct steps steps;
+};
+
+static void *pin_thread(void *p)
+{
+    struct pin_job *job = p;
+    job->err = (struct sl_error)SL_ERROR_INIT;
+    steps_begin(&job->steps, 0);
+    job->rc = isolate(job->cfg, job->result, &job->err);
+    steps_mark("overlap: isolate port");
+    if (job->rc == 0)
+        job->rc = net_pin(job->cfg, &job->err);
+    steps_mark("overlap: nft pin");
+    steps_end();
+    return NULL;
+}
+
+/* beside: whether the pin may run in a thread (not while this thread holds
+ * net_lock, which net_pin takes). */
+/* A plugin run in a thread: the portmap plugin beside the firewall plugin.
+ * Both act on the bridge's result alone (portmap's own result is its
+ * prevResult, unchanged), so they need not wait for each other. */
+struct plugin_job {
+    const struct net_config *cfg;
+    const char *id, *netns;
+    json_t *conf; /* of its own */
+    struct sl_buf out;
+    struct sl_error err;
+    int rc;
+    struct steps steps;
+};
+
+static void *plugin_thread(void *p)
+{
+    struct plugin_job *job = p;
+    job->err = (struct sl_error)SL_ERROR_INIT;
+    steps_begin(&job->steps, 0);
+    job->rc =
+        run_plugin(job->cfg, "ADD", job->id, job->netns, "eth0", job->conf, &job->out, &job->err);
+    steps_mark("overlap: cni portmap");
+    steps_end();
+    return NULL;
+}
+
+static int attach(const struct net_config *cfg, const char *id, unsigned host_port, bool beside,
+                  struct net_attachment *out, struct sl_error *err)
 {
     *out = (struct net_attachment){ 0 };
     if (host_port == 0 || host_port > 65535)
@@ -490,16 +600,30 @@ static int net_attach_locked(const struct net_config *cfg, const char *id, unsig
     cleanup_free char *results = xasprintf("%s/results", cfg->state_dir);
     if (fs_mkdir_p(results, 0700, err) < 0 || netns_create(netns, err) < 0)
         return -1;
+    steps_mark("network: netns");
 
-    cleanup_json json_t *loopback =
-        json_pack("{s:s, s:s, s:s}", "cniVersion", CNI_VERSION, "name", "lo", "type", "loopback");
     cleanup_json json_t *plugins = net_cni_plugins(cfg, host_port);
     cleanup_json json_t *prev = NULL;
     cleanup_free char *cache = result_path(cfg, id);
     cleanup_buf struct sl_buf res = SL_BUF_INIT;
-    if (run_plugin(cfg, "ADD", id, netns, "lo", loopback, &res, err) < 0)
-        goto fail;
+    struct pin_job pin = { .cfg = cfg };
+    pthread_t pin_t;
+    bool pinning = false;   /* pin_t runs */
+    bool pinned_ok = false; /* it ran and pinned */
+    struct plugin_job side = { .cfg = cfg, .id = id, .netns = netns, .out = SL_BUF_INIT };
+    pthread_t side_t;
+    bool siding = false; /* side_t runs */
     for (size_t i = 0; i < json_array_size(plugins); i++) {
+        /* portmap (1) in a thread, beside firewall (2), both after bridge */
+        if (i == 1 && beside && json_array_size(plugins) == 3) {
+            json_t *copy = json_deep_copy(prev);
+            side.conf = net_cni_conf(json_array_get(plugins, i), copy);
+            json_decref(copy);
+            siding = pthread_create(&side_t, NULL, plugin_thread, &side) == 0;
+            if (siding)
+                continue;
+            json_decref(TAKE_PTR(side.conf));
+        }
         cleanup_json json_t *conf = net_cni_conf(json_array_get(plugins, i), prev);
         sl_buf_reset(&res);
         if (run_plugin(cfg, "ADD", id, netns, "eth0", conf, &res, err) < 0)
@@ -513,23 +637,84 @@ static int net_attach_locked(const struct net_config *cfg, const char *id, unsig
         }
         json_decref(prev);
         prev = result;
+        steps_mark(plugin_step(i));
         /* after every plugin, not only the last: an agent killed midway
          * leaves DEL the addresses (the firewall plugin's rules are found
          * from them alone) */
         if (sl_file_write(cache, res.data, res.len, 0600, 0, err) < 0)
             goto fail;
+        steps_mark("network: cni result cache");
+        /* the bridge's result, cached: what the pin reads */
+        if (i == 0 && beside) {
+            pin.result = json_deep_copy(prev);
+            pinning = pthread_create(&pin_t, NULL, pin_thread, &pin) == 0;
+            if (!pinning)
+                json_decref(TAKE_PTR(pin.result));
+        }
+    }
+    if (siding) {
+        pthread_join(side_t, NULL);
+        siding = false;
+        steps_mark("network: waited for the portmap plugin");
+        steps_beside(steps_current(), &side.steps);
+        json_decref(TAKE_PTR(side.conf));
+        sl_buf_release(&side.out);
+        if (side.rc < 0) {
+            *err = side.err;
+            if (pinning) {
+                pthread_join(pin_t, NULL);
+                json_decref(TAKE_PTR(pin.result));
+            }
+            return attach_failed(cfg, id, host_port, prev, err);
+        }
+    }
+    if (pinning) {
+        pthread_join(pin_t, NULL);
+        pinning = false;
+        json_decref(TAKE_PTR(pin.result));
+        steps_mark("network: waited for the pin");
+        steps_beside(steps_current(), &pin.steps);
+        if (pin.rc < 0) {
+            *err = pin.err;
+            return attach_failed(cfg, id, host_port, prev, err);
+        }
+        pinned_ok = true;
     }
     net_result_address(prev, out);
     if (!out->ip[0])
         sl_fail(err, SL_E_INTERNAL, "network_failed", "CNI gave '%s' no address", id);
-    if (!out->ip[0] || isolate(cfg, prev, err) < 0 || net_pin(cfg, err) < 0)
+    if (!out->ip[0])
         return attach_failed(cfg, id, host_port, prev, err);
+    if (!pinned_ok) { /* not made beside */
+        if (isolate(cfg, prev, err) < 0)
+            return attach_failed(cfg, id, host_port, prev, err);
+        steps_mark("network: isolate port");
+        if (net_pin(cfg, err) < 0)
+            return attach_failed(cfg, id, host_port, prev, err);
+        steps_mark("network: nft pin");
+    }
     return 0;
 
 fail:
+    if (siding) { /* what it made goes with the DEL */
+        pthread_join(side_t, NULL);
+        json_decref(TAKE_PTR(side.conf));
+        sl_buf_release(&side.out);
+    }
+    if (pinning) { /* its pin, if made, goes with the DEL (detach pins again) */
+        pthread_join(pin_t, NULL);
+        json_decref(TAKE_PTR(pin.result));
+    }
     /* Hand DEL what ADD made so far (the cache may be unwritable: a
      * full disk). */
     return attach_failed(cfg, id, host_port, prev, err);
+}
+
+int net_prepare(const struct net_config *cfg, const char *id, struct sl_error *err)
+{
+    (void)cfg;
+    cleanup_free char *netns = net_netns_path(id);
+    return netns_create(netns, err);
 }
 
 bool net_attached(const struct net_config *cfg, const char *id)
@@ -563,12 +748,6 @@ static int detach(const struct net_config *cfg, const char *id, unsigned host_po
     return rc;
 }
 
-static int net_detach_locked(const struct net_config *cfg, const char *id, unsigned host_port,
-                             struct sl_error *err)
-{
-    return detach(cfg, id, host_port, NULL, err);
-}
-
 bool net_address(const struct net_config *cfg, const char *id, char *ip, size_t size)
 {
     cleanup_free char *cache = result_path(cfg, id);
@@ -591,18 +770,22 @@ int net_attach(const struct net_config *cfg, const char *id, unsigned host_port,
                struct net_attachment *out, struct sl_error *err)
 {
     pthread_mutex_lock(&net_lock);
-    int rc = net_attach_locked(cfg, id, host_port, out, err);
-    pthread_mutex_unlock(&net_lock);
+    bool first = !net_warm; /* held through the plugins (see net_lock) */
+    if (!first)
+        pthread_mutex_unlock(&net_lock);
+    steps_mark("network: wait for lock");
+    int rc = attach(cfg, id, host_port, !first, out, err);
+    if (first) {
+        net_warm = rc == 0;
+        pthread_mutex_unlock(&net_lock);
+    }
     return rc;
 }
 
 int net_detach(const struct net_config *cfg, const char *id, unsigned host_port,
                struct sl_error *err)
 {
-    pthread_mutex_lock(&net_lock);
-    int rc = net_detach_locked(cfg, id, host_port, err);
-    pthread_mutex_unlock(&net_lock);
-    return rc;
+    return detach(cfg, id, host_port, NULL, err);
 }
 
 int net_pin(const struct net_config *cfg, struct sl_error *err)
@@ -613,8 +796,26 @@ int net_pin(const struct net_config *cfg, struct sl_error *err)
     return rc;
 }
 
+int net_pin_recheck(const struct net_config *cfg, struct sl_error *err)
+{
+    static int64_t checked_ms; /* under net_lock */
+    pthread_mutex_lock(&net_lock);
+    int rc = 0;
+    int64_t now = sl_time_mono_ms();
+    if (checked_ms == 0 || now - checked_ms >= NET_RECHECK_MS) {
+        rc = net_pin_locked(cfg, err);
+        if (rc == 0)
+            checked_ms = now;
+    }
+    pthread_mutex_unlock(&net_lock);
+    return rc;
+}
+
 int net_adopt(const struct net_config *cfg, const char *id, pid_t pid, struct sl_error *err)
 {
+    cleanup_free char *pin = net_netns_path(id);
+    if (is_nsfs(pin)) /* pinned where it should be: the common case, without the lock */
+        return 0;
     pthread_mutex_lock(&net_lock);
     int rc = net_adopt_locked(cfg, id, pid, err);
     pthread_mutex_unlock(&net_lock);

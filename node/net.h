@@ -48,6 +48,11 @@ char *net_netns_path(const char *id);
  * -1 on failure. */
 int net_adopt(const struct net_config *cfg, const char *id, pid_t pid, struct sl_error *err);
 
+/* Creates the instance's network namespace, pinned at net_netns_path(id),
+ * with its loopback up, if missing: what a container created before
+ * net_attach ends (instance.c) joins. */
+int net_prepare(const struct net_config *cfg, const char *id, struct sl_error *err);
+
 /* Creates the instance's network namespace (if missing), brings up its
  * loopback, and runs the bridge, portmap and firewall plugins, mapping
  * host_port (TCP, all host addresses including 127.0.0.1) to port 22 inside.
@@ -76,6 +81,13 @@ int net_detach(const struct net_config *cfg, const char *id, unsigned host_port,
  * found as it should be; after a host reboot or a flushed ruleset it is
  * made again). */
 int net_pin(const struct net_config *cfg, struct sl_error *err);
+
+/* net_pin for the agent's loop, at most once per NET_RECHECK_MS (a pass
+ * comes every 200 ms and at every change, and each check runs nft): an
+ * attach and a detach pin at once themselves; a table removed behind the
+ * agent's back is back within that time. */
+#define NET_RECHECK_MS 1000
+int net_pin_recheck(const struct net_config *cfg, struct sl_error *err);
 
 /* The address of an attached instance (its namespace exists) from the
  * cached ADD result, into ip (size bytes); false when there is none. Reads

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static const struct {
     const char *word;
@@ -58,6 +59,33 @@ static int oci_run(const struct runtime *rt, const char *id, const char *bundle_
     struct sl_error e = SL_ERROR_INIT;
     sl_error_gather(err, &rc, oci_delete(rt, id, &e), &e);
     return -1;
+}
+
+static int oci_create(const struct runtime *rt, const char *id, const char *bundle_dir,
+                      const char *log_path, struct sl_error *err)
+{
+    cleanup_free char *pid_file = xasprintf("%s/init.pid", bundle_dir);
+    const char *argv[] = { rt->binary, "--root",     rt->root, "create", "--bundle",
+                           bundle_dir, "--pid-file", pid_file, id,       NULL };
+    /* the container keeps runc's stdio, as with run --detach: the log */
+    struct sl_subprocess sp = { .argv = argv, .log_path = log_path };
+    int rc = sl_subprocess_check(&sp, err);
+    if (rc == 0)
+        return 0;
+    sl_error_prefix(err, "create container '%s'", id);
+    struct sl_error e = SL_ERROR_INIT;
+    sl_error_gather(err, &rc, oci_delete(rt, id, &e), &e);
+    return -1;
+}
+
+static int oci_start(const struct runtime *rt, const char *id, struct sl_error *err)
+{
+    const char *argv[] = { rt->binary, "--root", rt->root, "start", id, NULL };
+    if (sl_run(argv, NULL, err) < 0) {
+        sl_error_prefix(err, "start container '%s'", id);
+        return -1;
+    }
+    return 0;
 }
 
 /* Both runtimes keep a directory per container under their root. */
@@ -103,6 +131,72 @@ static int oci_state(const struct runtime *rt, const char *id, struct runtime_st
     return 0;
 }
 
+/* runc's own state, read as `runc state` reads it (libcontainer's
+ * runType): ROOT/ID/state.json names the init process and its start time;
+ * that process alive with that start time (not a zombie) is a container
+ * created (exec.fifo still there) or running, and paused when its freezer
+ * cgroup says FROZEN; otherwise it stopped. No run of runc (a Go program:
+ * ~10 ms of CPU, and the agent asks for every instance at every pass).
+ * 1: st filled; 0: not readable so (no state.json yet, another format):
+ * the caller asks runc. */
+static int runc_state_file(const struct runtime *rt, const char *id, struct runtime_state *st)
+{
+    cleanup_free char *path = xasprintf("%s/%s/state.json", rt->root, id);
+    json_error_t jerr;
+    cleanup_json json_t *obj = json_load_file(path, 0, &jerr);
+    json_t *pid_j = json_object_get(obj, "init_process_pid");
+    json_t *start_j = json_object_get(obj, "init_process_start");
+    if (!json_is_integer(pid_j) || !json_is_integer(start_j) || json_integer_value(pid_j) <= 0)
+        return 0;
+    pid_t pid = (pid_t)json_integer_value(pid_j);
+    unsigned long long want = (unsigned long long)json_integer_value(start_j);
+
+    *st = (struct runtime_state){ .status = RUNTIME_STOPPED };
+    char stat_path[64];
+    snprintf(stat_path, sizeof(stat_path), "/proc/%d/stat", (int)pid);
+    cleanup_fclose FILE *f = fopen(stat_path, "re");
+    char line[1024];
+    if (!f || !fgets(line, sizeof(line), f))
+        return 1;                 /* gone */
+    char *p = strrchr(line, ')'); /* after the command name, which may hold anything */
+    char state = 0;
+    unsigned long long start = 0;
+    if (!p || sscanf(p + 1,
+                     " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
+                     "%*d %*d %llu",
+                     &state, &start) != 2)
+        return 0;
+    if (start != want || state == 'Z' || state == 'X' || state == 'x')
+        return 1;
+    st->pid = pid;
+    cleanup_free char *fifo = xasprintf("%s/%s/exec.fifo", rt->root, id);
+    st->status = access(fifo, F_OK) == 0 ? RUNTIME_CREATED : RUNTIME_RUNNING;
+    /* cgroup v1's freezer, or v2's cgroup.freeze */
+    json_t *paths = json_object_get(obj, "cgroup_paths");
+    const char *v1 = json_string_value(json_object_get(paths, "freezer"));
+    const char *v2 = json_string_value(json_object_get(paths, ""));
+    cleanup_free char *freeze = v1   ? xasprintf("%s/freezer.state", v1)
+                                : v2 ? xasprintf("%s/cgroup.freeze", v2)
+                                     : NULL;
+    cleanup_fclose FILE *fz = freeze ? fopen(freeze, "re") : NULL;
+    char buf[32] = "";
+    if (fz && fgets(buf, sizeof(buf), fz) &&
+        (strncmp(buf, "FROZEN", 6) == 0 || (!v1 && buf[0] == '1')))
+        st->status = RUNTIME_PAUSED;
+    return 1;
+}
+
+static int runc_state(const struct runtime *rt, const char *id, struct runtime_state *st,
+                      struct sl_error *err)
+{
+    *st = (struct runtime_state){ .status = RUNTIME_ABSENT };
+    if (!state_dir_exists(rt, id))
+        return 0;
+    if (runc_state_file(rt, id, st) == 1)
+        return 0;
+    return oci_state(rt, id, st, err);
+}
+
 static int oci_kill(const struct runtime *rt, const char *id, int sig, bool all,
                     struct sl_error *err)
 {
@@ -133,7 +227,9 @@ static int oci_kill(const struct runtime *rt, const char *id, int sig, bool all,
 const struct runtime_ops runtime_runc_ops = {
     .name = "runc",
     .run = oci_run,
-    .state = oci_state,
+    .create = oci_create,
+    .start = oci_start,
+    .state = runc_state,
     .kill = oci_kill,
     .delete = oci_delete,
 };
@@ -141,6 +237,8 @@ const struct runtime_ops runtime_runc_ops = {
 const struct runtime_ops runtime_crun_ops = {
     .name = "crun",
     .run = oci_run,
+    .create = oci_create,
+    .start = oci_start,
     .state = oci_state,
     .kill = oci_kill,
     .delete = oci_delete,

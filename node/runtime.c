@@ -6,9 +6,12 @@
 #include "../lib/cleanup.h"
 #include "../lib/timeconst.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 static const struct runtime_ops *const runtimes[] = {
     &runtime_runc_ops,
@@ -95,6 +98,20 @@ static int wait_stopped(const struct runtime *rt, const char *id, int timeout_ms
     }
 }
 
+/* Waits up to timeout_ms for process pid to end, on a pidfd opened before
+ * the signal: no runtime asked every 20 ms meanwhile (each ask is a run of
+ * runc). Only a hint: the runtime's state says whether it stopped. */
+static bool wait_exit(int pidfd, int timeout_ms)
+{
+    struct pollfd p = { .fd = pidfd, .events = POLLIN };
+    long deadline = now_ms() + timeout_ms;
+    int rc = 0;
+    for (long left = timeout_ms; left > 0 && rc == 0; left = deadline - now_ms())
+        rc = poll(&p, 1, (int)left); /* 1: it ended; -1: the runtime tells */
+    close(pidfd);
+    return rc != 0;
+}
+
 int runtime_stop(const struct runtime *rt, const char *id, int grace_ms, struct sl_error *err)
 {
     struct runtime_state st;
@@ -104,9 +121,13 @@ int runtime_stop(const struct runtime *rt, const char *id, int grace_ms, struct 
         return 0;
     if (st.status == RUNTIME_RUNNING) {
         struct sl_error e = SL_ERROR_INIT;
+        int pidfd = st.pid > 0 ? (int)syscall(SYS_pidfd_open, st.pid, 0) : -1;
         /* It may exit between state and kill: not an error, only logged. */
         sl_error_warn(rt->ops->kill(rt, id, SIGTERM, false, &e), &e, "stop container");
-        int stopped = wait_stopped(rt, id, grace_ms, err);
+        int left_ms = grace_ms;
+        if (pidfd >= 0) /* then a second at most for the runtime to see it */
+            left_ms = wait_exit(pidfd, grace_ms) ? 1000 : 0;
+        int stopped = wait_stopped(rt, id, left_ms, err);
         if (stopped < 0)
             return -1;
         if (!stopped) {

@@ -33,6 +33,12 @@ struct runtime_ops {
      * failure no container of that id is left behind. */
     int (*run)(const struct runtime *rt, const char *id, const char *bundle_dir,
                const char *log_path, struct sl_error *err);
+    /* run in two halves: create sets the container up (namespaces, mounts,
+     * cgroups) with its init waiting, running nothing of the image; start
+     * lets it run. create's failure leaves nothing behind, as run's. */
+    int (*create)(const struct runtime *rt, const char *id, const char *bundle_dir,
+                  const char *log_path, struct sl_error *err);
+    int (*start)(const struct runtime *rt, const char *id, struct sl_error *err);
     /* Fills st; a missing container is RUNTIME_ABSENT, not an error. */
     int (*state)(const struct runtime *rt, const char *id, struct runtime_state *st,
                  struct sl_error *err);

@@ -5,9 +5,10 @@ injected midway:
   disk    the node's data directory is a small loop-mounted ext4 made here,
           filled up before a create (the sparse disks' mkfs fails)
   layer   the image's layer directory renamed away for a create or a start
-  runc    the agent's runtime is a wrapper that fails `run` while a marker
-          file exists (for a create or a start), before runc runs or after
-          it made and started the container
+  runc    the agent's runtime is a wrapper that fails while a marker file
+          exists (for a create or a start): `create` (or `run`) before runc
+          runs, or `start` (or `run`) after runc made and started the
+          container
   kill    the agent killed with -9 at a random small delay into a create, a
           stop or a release, and restarted
 
@@ -81,11 +82,14 @@ class Env:
             f.write("#!/bin/sh\n"
                     f"if [ -e '{self.marker}' ]; then\n"
                     "  for a in \"$@\"; do\n"
-                    "    if [ \"$a\" = run ]; then\n"
-                    # "late": the container is made and runs, then runc fails
-                    f"      if [ -s '{self.marker}' ]; then /usr/sbin/runc \"$@\"; fi\n"
-                    "      echo 'injected runc failure' >&2; exit 1\n"
-                    "    fi\n"
+                    # early: before runc makes anything; "late": the
+                    # container is made and runs, then runc fails
+                    f"    if [ -s '{self.marker}' ]; then late=1; else late=; fi\n"
+                    "    case $a/$late in\n"
+                    "    run/* | create/ | start/1)\n"
+                    "      if [ -n \"$late\" ]; then /usr/sbin/runc \"$@\"; fi\n"
+                    "      echo 'injected runc failure' >&2; exit 1 ;;\n"
+                    "    esac\n"
                     "  done\n"
                     "fi\n"
                     "exec /usr/sbin/runc \"$@\"\n")
