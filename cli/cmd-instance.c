@@ -433,6 +433,15 @@ static int run_show(struct cli *cli, const struct cli_args *a)
                         jstr(copy, "source_id"), jint(copy, "bytes_done") >> 20,
                         jint(copy, "bytes_total") >> 20)
             : NULL;
+    /* a move: "copying from host n-a to host n-b: 512 of 5,120 MiB" */
+    json_t *move = json_object_get(inst, "migration");
+    cleanup_free char *move_line =
+        json_is_object(move)
+            ? xasprintf("%s, from host %s to host %s: %" PRId64 " of %" PRId64 " MiB%s%s",
+                        jstr(move, "state"), jstr(move, "from_node"), jstr(move, "to_node"),
+                        jint(move, "bytes_done") >> 20, jint(move, "bytes_total") >> 20,
+                        *jstr(move, "message") ? ": " : "", jstr(move, "message"))
+            : NULL;
     const struct output_pair pairs[] = {
         { "id", jstr(inst, "id") },
         { "name", jstr(inst, "name") },
@@ -447,6 +456,7 @@ static int run_show(struct cli *cli, const struct cli_args *a)
         { "data disk", data },
         { "image", jstr(inst, "image") },
         { "copy", copy_line },
+        { "move", move_line },
         { "plan", plan_text(inst, plan) },
         { "plan price", prepaid(inst) ? price : NULL },
         { "charged", output_money(jint(inst, "charged_micros"), currency, charged) },
@@ -847,4 +857,77 @@ const struct cli_command cmd_clone = {
     .summary = "a new instance (on another host: --host) with a stopped instance's system and "
                "data disks, copied and checked; waits until it runs. The source stays as it is",
     .run = run_clone,
+};
+
+static const struct cli_option migrate_options[] = {
+    { .name = "host",
+      .arg = "HOST",
+      .help = "move it to this host (its node id or host name, as suanli market lists them); "
+              "default: the host of its region with the most of its GPUs free" },
+    { .name = "no-wait", .help = "return at once, while the disks are copied" },
+    { .name = "timeout",
+      .arg = "SECONDS",
+      .type = CLI_OPT_INT,
+      .min = 1,
+      .max = MAX_TIMEOUT,
+      .help = "wait at most this long for the copy (default 3600); it goes on after" },
+    { 0 },
+};
+
+/* A stopped instance moved to another host: same id, name and (when free
+ * there) SSH port; its disks on the first host go once the copy checks. */
+static int run_migrate(struct cli *cli, const struct cli_args *a)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    const char *host = cli_text(a, "host", NULL);
+    int64_t timeout = cli_number(a, "timeout", 3600);
+    bool wait = !cli_has(a, "no-wait");
+    char key[33];
+    int status;
+
+    if ((status = cli_need_token(cli)))
+        return status;
+    cleanup_json json_t *found = cli_instance_find(cli, a->argv[0], &err);
+    if (!found)
+        return cli_fail(&err);
+    const char *id = jstr(found, "id");
+    cleanup_free char *path = cli_instance_path(id, "migrate");
+    cleanup_json json_t *body = json_object();
+    if (host)
+        json_object_set_new(body, "host", json_string(host));
+    sl_random_hex(key, 16);
+    cleanup_json json_t *inst = NULL;
+    if (sl_client_request(&cli->client, "POST", path, body, key, &inst, &err) < 0)
+        return cli_fail(&err);
+    json_t *move = json_object_get(inst, "migration");
+    cleanup_free char *from = xstrdup(jstr(move, "from_node") ? jstr(move, "from_node") : "?");
+    if (wait)
+        status = wait_for(cli, &inst, "stopped", timeout);
+    move = json_object_get(inst, "migration");
+    if (status == CLI_EXIT_OK && wait && jstr(move, "state") &&
+        strcmp(jstr(move, "state"), "failed") == 0) {
+        fprintf(stderr, "suanli: the move of %s failed, it stays on host %s as it was: %s\n", id,
+                from, jstr(move, "message") ? jstr(move, "message") : "see suanli events");
+        status = CLI_EXIT_REFUSED;
+    }
+    if (cli->output == OUTPUT_JSON)
+        output_json(stdout, inst);
+    else if (status == CLI_EXIT_OK && !wait)
+        printf("moving %s from host %s to host %s: follow it with suanli show %s\n", id, from,
+               jstr(move, "to_node"), id);
+    else if (status == CLI_EXIT_OK)
+        printf("moved %s from host %s to host %s (stopped; SSH there: %s). Start it with suanli "
+               "start %s\n",
+               id, from, jstr(move, "to_node"), jstr(json_object_get(inst, "ssh"), "command"), id);
+    return status;
+}
+
+const struct cli_command cmd_migrate = {
+    .name = "migrate",
+    .aliases = { "instance migrate" },
+    .args = "ID|NAME",
+    .options = migrate_options,
+    .summary = "move a stopped instance to another host (--host): its disks are copied and "
+               "checked, then deleted on the first; same id and name, and stopped there",
+    .run = run_migrate,
 };

@@ -218,6 +218,16 @@ static const struct cli_option cordon_options[] = {
     { 0 },
 };
 
+static const struct cli_option drain_options[] = {
+    { .name = "reason",
+      .arg = "TEXT",
+      .help = "why, shown to the host's renters (\"disk swap until 18:00\")" },
+    { .name = "migrate",
+      .help = "also move its stopped instances (and those it stops) to other hosts: same id, "
+              "stopped there (suanli migrate)" },
+    { 0 },
+};
+
 /* POST /v1/admin/nodes/ID/VERB with the --reason given: the answer. */
 static json_t *node_verb(struct cli *cli, const struct cli_args *a, const char *verb,
                          struct sl_error *err)
@@ -229,6 +239,8 @@ static json_t *node_verb(struct cli *cli, const struct cli_args *a, const char *
 
     if (strcmp(verb, "uncordon") != 0 && cli_has(a, "reason"))
         json_object_set_new(body, "reason", json_string(cli_text(a, "reason", "")));
+    if (strcmp(verb, "drain") == 0 && cli_has(a, "migrate"))
+        json_object_set_new(body, "migrate", json_true());
     if (sl_client_request(&cli->client, "POST", path, body, NULL, &out, err) < 0)
         return NULL;
     return out;
@@ -282,6 +294,15 @@ static int run_node_drain(struct cli *cli, const struct cli_args *a)
     printf("draining %s: nothing new is placed or started there\n", a->argv[0]);
     print_ids("stopped (pay-as-you-go)", json_object_get(out, "stopped"));
     print_ids("running to the end of their plan", json_object_get(out, "running_on_plan"));
+    if (cli_has(a, "migrate")) {
+        json_t *stuck = json_object_get(out, "not_migrated"), *s;
+        size_t i;
+        print_ids("moving to other hosts (the stopping ones follow once stopped)",
+                  json_object_get(out, "migrating"));
+        json_array_foreach(stuck, i, s)
+            printf("not moved: %s: %s\n", json_string_value(json_object_get(s, "id")),
+                   json_string_value(json_object_get(s, "reason")));
+    }
     printf("remove it once nothing lives there: suanli admin node remove %s\n", a->argv[0]);
     return CLI_EXIT_OK;
 }
@@ -431,9 +452,9 @@ const struct cli_command cmd_admin_node_cordon = {
 const struct cli_command cmd_admin_node_drain = {
     .name = "admin node drain",
     .args = "ID",
-    .options = cordon_options,
+    .options = drain_options,
     .summary = "cordon a host and stop its pay-as-you-go instances, telling their renters; "
-               "instances on a plan run to its end",
+               "instances on a plan run to its end; --migrate moves the stopped ones away",
     .run = run_node_drain,
 };
 

@@ -34,6 +34,7 @@ const struct cli_command *const cli_commands[] = {
     &cmd_restart,
     &cmd_release,
     &cmd_clone,
+    &cmd_migrate,
     &cmd_idle_stop,
     &cmd_ssh,
     &cmd_ssh_config,

@@ -24,7 +24,7 @@ int agent_heartbeat(struct agent *a, json_t *desired, struct sl_error *err)
     {
         json_t *rep = agent_instance_report(a, d); /* NULL: a worker has it */
         if (rep) {
-            transfer_report(d, rep); /* a clone's copy (transfer.h) */
+            transfer_report(a->cfg->data_dir, d, rep); /* a copy here (transfer.h) */
             json_array_append_new(report, rep);
         }
     }

@@ -693,8 +693,8 @@ static void *stream_run(void *p)
 
 /* Copies one disk into dir/name (dir/name.part until it is whole). */
 static int copy_disk(struct fetch *f, const char *dir, const char *source, const char *name,
-                     int64_t size, int64_t retry_s, volatile bool *cancel, volatile int64_t *done,
-                     struct sl_error *err)
+                     int64_t size, int64_t retry_s, bool new_machine, volatile bool *cancel,
+                     volatile int64_t *done, struct sl_error *err)
 {
     cleanup_free char *final = xasprintf("%s/%s", dir, name);
     cleanup_free char *part = xasprintf("%s/%s.part", dir, name);
@@ -771,7 +771,9 @@ static int copy_disk(struct fetch *f, const char *dir, const char *source, const
         return sl_fail(err, SL_E_CONFLICT, "canceled", "the copy was canceled");
     if (fsync(fd) < 0)
         return sl_fail_errno(err, "unable to sync '%s'", part);
-    if (strcmp(name, "system.img") == 0) {
+    /* a clone is a new machine; a moved instance (the same id) keeps its
+     * host keys */
+    if (new_machine && strcmp(name, "system.img") == 0) {
         cleanup_free char *mnt = xasprintf("%s/sys", dir);
         if (strip_host_keys(part, mnt, err) < 0)
             return -1;
@@ -828,7 +830,8 @@ int transfer_copy(const char *data_dir, const char *id, const char *url, const c
     for (size_t i = 0; i < N_DISKS; i++) {
         if (sizes[i] < 0)
             continue;
-        if (copy_disk(&f, dir, source, disk_names[i], sizes[i], retry_s, cancel, done, err) < 0)
+        if (copy_disk(&f, dir, source, disk_names[i], sizes[i], retry_s, strcmp(id, source) != 0,
+                      cancel, done, err) < 0)
             goto out;
     }
     rc = 0;
@@ -938,7 +941,8 @@ void transfer_sync(json_t *desired)
         {
             const char *id = json_string_value(json_object_get(d, "id"));
             const char *want = json_string_value(json_object_get(d, "desired"));
-            if (id && strcmp(id, j->id) == 0 && want && strcmp(want, "running") == 0 &&
+            if (id && strcmp(id, j->id) == 0 && want &&
+                (strcmp(want, "running") == 0 || strcmp(want, "stopped") == 0) &&
                 json_object_get(d, "copy_from"))
                 wanted = true;
         }
@@ -1011,13 +1015,14 @@ out:
     return ready;
 }
 
-void transfer_report(json_t *d, json_t *rep)
+void transfer_report(const char *data_dir, json_t *d, json_t *rep)
 {
     const char *id = json_string_value(json_object_get(d, "id"));
     json_t *from = json_object_get(d, "copy_from");
 
     if (!id || !from)
         return;
+    cleanup_free char *system = xasprintf("%s/instances/%s/system.img", data_dir, id);
     pthread_mutex_lock(&jobs.lock);
     struct job *j = job_find(id);
     if (j && j->running) {
@@ -1028,6 +1033,9 @@ void transfer_report(json_t *d, json_t *rep)
         json_object_set_new(rep, "state", json_string("failed"));
         json_object_set_new(rep, "message", json_string(j->message));
         json_object_del(rep, "oom_kills");
+    } else if (access(system, F_OK) == 0) {
+        /* the system disk goes into place last: the copy is whole */
+        json_object_set_new(rep, "copy", json_pack("{s:b}", "done", 1));
     }
     pthread_mutex_unlock(&jobs.lock);
 }

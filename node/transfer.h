@@ -53,16 +53,18 @@ unsigned transfer_server_port(void);
  * copy_from are told to stop. */
 void transfer_sync(json_t *desired);
 
-/* For a desired-running instance d with copy_from: true when its disks are
- * in place (the start goes on); false while the copy runs (it is started
- * when it is not) or after it failed. retry_s: how long a silent source is
- * waited for. */
+/* For a desired instance d with copy_from (running: a clone; stopped: a
+ * moved instance, which lands stopped): true when its disks are in place
+ * (the start goes on); false while the copy runs (it is started when it is
+ * not) or after it failed. retry_s: how long a silent source is waited
+ * for. A copy into the source's own id (a move) keeps the SSH host keys; a
+ * clone loses them. */
 bool transfer_ready(const char *data_dir, json_t *d, int64_t retry_s);
 
 /* Adds the copy to an instance's report rep (agent_instance_report): copy
  * {bytes_done, bytes_total} while it runs; state failed with the reason
- * once it failed. */
-void transfer_report(json_t *d, json_t *rep);
+ * once it failed; copy {done: true} once its disks are in data_dir. */
+void transfer_report(const char *data_dir, json_t *d, json_t *rep);
 
 /* The copy itself, run by transfer_ready's thread (exposed for tests):
  * copies the disks of source instance `source` from url with token into

@@ -160,21 +160,29 @@ int api_admin_nodes_cordon(struct api_request *req, struct api_response *res, st
 
 int api_admin_nodes_drain(struct api_request *req, struct api_response *res, struct sl_error *err)
 {
-    const char *reason;
-    json_t *stopped = NULL, *kept = NULL;
+    const char *reason = NULL;
+    bool migrate = false;
+    const struct sl_json_field fields[] = {
+        { "reason", SL_JSON_STRING, .min_len = 1, .max_len = 200, .out = &reason },
+        { "migrate", SL_JSON_BOOL, .out = &migrate },
+    };
+    json_t *stopped = NULL, *kept = NULL, *moving = NULL, *stuck = NULL;
 
-    if (cordon_reason(req, &reason, err) < 0 ||
-        nodes_drain(req->srv, req->params[0], reason, &stopped, &kept, err) < 0)
+    if (api_body_fields(req, fields, ARRAY_SIZE(fields), err) < 0 ||
+        nodes_drain(req->srv, req->params[0], reason, migrate, &stopped, &kept, &moving, &stuck,
+                    err) < 0)
         return -1;
     json_t *node = nodes_json(req->srv, req->params[0], err);
     if (!node) {
         json_decref(stopped);
         json_decref(kept);
+        json_decref(moving);
+        json_decref(stuck);
         return -1;
     }
-    api_reply(
-        res, 200,
-        json_pack("{s:o, s:o, s:o}", "node", node, "stopped", stopped, "running_on_plan", kept));
+    api_reply(res, 200,
+              json_pack("{s:o, s:o, s:o, s:o, s:o}", "node", node, "stopped", stopped,
+                        "running_on_plan", kept, "migrating", moving, "not_migrated", stuck));
     return 0;
 }
 

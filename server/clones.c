@@ -10,6 +10,7 @@
 #include "../lib/xalloc.h"
 #include "api.h"
 #include "instances.h"
+#include "migrations.h"
 #include "secrets.h"
 
 #include <inttypes.h>
@@ -26,19 +27,14 @@ static char *token_context(const char *id)
     return xasprintf("clone_token:%s", id);
 }
 
-/* What a clone needs of its source. */
-struct source_row {
-    char user_id[SL_ID_MAX], node_id[SL_ID_MAX], model_id[SL_ID_MAX], state[32];
-    char image[160], hostname[256];
-    int64_t gpus, system_disk_gib, data_disk_gib, last_heartbeat, transfer_port;
-};
-
-static int load_source(struct store *st, const char *id, struct source_row *s, struct sl_error *err)
+int clones_load_instance(struct store *st, const char *id, struct copy_source *s,
+                         struct sl_error *err)
 {
     cleanup_rows struct db_rows *rows = store_query(
         st,
         "SELECT i.user_id, i.node_id, i.gpu_model_id, i.state, i.image, i.gpus,"
-        " i.system_disk_gib, i.data_disk_gib, n.last_heartbeat, n.transfer_port, n.hostname"
+        " i.system_disk_gib, i.data_disk_gib, COALESCE(n.last_heartbeat, 0), n.transfer_port,"
+        " n.hostname, i.region_id, i.ssh_port"
         " FROM instances i JOIN nodes n ON n.id = i.node_id WHERE i.id = ?1",
         DB_ARGS(DB_TEXT(id)), err);
     int rc;
@@ -59,6 +55,24 @@ static int load_source(struct store *st, const char *id, struct source_row *s, s
     s->last_heartbeat = db_int(rows, 8);
     s->transfer_port = db_int(rows, 9);
     snprintf(s->hostname, sizeof(s->hostname), "%s", db_text(rows, 10));
+    snprintf(s->region, sizeof(s->region), "%s", db_text(rows, 11));
+    s->ssh_port = db_int(rows, 12);
+    return 0;
+}
+
+int clones_check_source_host(struct server *srv, const char *id, const struct copy_source *s,
+                             struct sl_error *err)
+{
+    if (s->last_heartbeat <= sl_time_now() - srv->cfg.node_offline_after)
+        return sl_fail(err, SL_E_CONFLICT, "host_unavailable",
+                       "the host of instance '%s' (%s) is offline: its disks cannot be copied "
+                       "now; try again when it is back",
+                       id, s->hostname);
+    if (s->transfer_port <= 0)
+        return sl_fail(err, SL_E_CONFLICT, "host_unavailable",
+                       "the host of instance '%s' (%s) does not serve disk copies (its agent is "
+                       "older, or its transfer.port is 0): ask the operator",
+                       id, s->hostname);
     return 0;
 }
 
@@ -84,11 +98,11 @@ int clones_create(struct server *srv, const char *source_id, const char *user_id
                   const struct clone_request *rq, char *id, struct sl_error *err)
 {
     struct store *st = srv->store;
-    struct source_row s;
+    struct copy_source s;
     char busy[SL_ID_MAX], token[SL_TOKEN_MAX], hash[SL_HASH_HEX_MAX];
     int rc;
 
-    if (load_source(st, source_id, &s, err) < 0)
+    if (clones_load_instance(st, source_id, &s, err) < 0)
         return -1;
     if (strcmp(s.state, "stopped") != 0)
         return sl_fail(err, SL_E_CONFLICT, "instance_not_stopped",
@@ -96,23 +110,16 @@ int clones_create(struct server *srv, const char *source_id, const char *user_id
                        "not change while they are copied); stop it first (suanli stop %s), "
                        "then clone it",
                        source_id, s.state, source_id);
-    if ((rc = copying_from(st, source_id, busy, err)) < 0)
+    if (migrations_check_idle(st, source_id, err) < 0 ||
+        (rc = copying_from(st, source_id, busy, err)) < 0)
         return -1;
     if (rc)
         return sl_fail(err, SL_E_CONFLICT, "being_cloned",
                        "instance '%s' is being cloned to '%s' now: wait for that copy to finish "
                        "(suanli show %s), then clone it again",
                        source_id, busy, busy);
-    if (s.last_heartbeat <= sl_time_now() - srv->cfg.node_offline_after)
-        return sl_fail(err, SL_E_CONFLICT, "host_unavailable",
-                       "the host of instance '%s' (%s) is offline: its disks cannot be copied "
-                       "now; try again when it is back",
-                       source_id, s.hostname);
-    if (s.transfer_port <= 0)
-        return sl_fail(err, SL_E_CONFLICT, "host_unavailable",
-                       "the host of instance '%s' (%s) does not serve disk copies (its agent is "
-                       "older, or its transfer.port is 0): ask the operator",
-                       source_id, s.hostname);
+    if (clones_check_source_host(srv, source_id, &s, err) < 0)
+        return -1;
     struct instance_request ir = {
         .user_id = user_id,
         .name = rq->name,
@@ -254,9 +261,9 @@ void clones_start_hint(struct server *srv, const char *id, struct sl_error *err)
         sl_fail(err, SL_E_CONFLICT, "gpus_unavailable",
                 "the host of instance '%s' has fewer than %" PRId64 " free GPUs now (its disks "
                 "live there). Ways out: clone it to a host that has them (suanli clone %s --host "
-                "%s; it must be stopped), start it in no-GPU mode (suanli start --no-gpu %s), "
-                "or wait for GPUs to free up",
-                id, db_int(rows, 2), id, host, id);
+                "%s; it must be stopped) or move it there (suanli migrate %s --host %s), start "
+                "it in no-GPU mode (suanli start --no-gpu %s), or wait for GPUs to free up",
+                id, db_int(rows, 2), id, host, id, host, id);
         return;
     }
     char code[sizeof(err->code)], message[sizeof(err->message)];
@@ -333,12 +340,22 @@ int clones_apply_report(struct server *srv, const char *id, json_t *copy, int ne
         return clone_end(st, id, "failed", NULL, err);
     if (next == INSTANCE_RELEASED)
         return clone_end(st, id, "canceled", NULL, err);
-    if (!copy)
-        return 0;
+    if (!copy || json_is_true(json_object_get(copy, "done")))
+        return 0; /* done: the run that follows ends the copy */
+    return clones_progress(st, "clones", "instance_id", DB_TEXT(id), id, "copy", "creating", copy,
+                           err);
+}
+
+int clones_progress(struct store *st, const char *table, const char *key_column, struct db_arg key,
+                    const char *id, const char *kind, const char *state, json_t *copy,
+                    struct sl_error *err)
+{
     int64_t done = 0, total = 0, step, prev;
+    bool finished = false;
     const struct sl_json_field f[] = {
         { "bytes_done", SL_JSON_INT, .min = 0, .max = INT64_MAX / 4, .out = &done },
         { "bytes_total", SL_JSON_INT, .min = 0, .max = INT64_MAX / 4, .out = &total },
+        { "done", SL_JSON_BOOL, .out = &finished },
     };
     if (sl_json_fields(copy, f, ARRAY_SIZE(f), err) < 0) {
         sl_error_prefix(err, "copy");
@@ -347,20 +364,22 @@ int clones_apply_report(struct server *srv, const char *id, json_t *copy, int ne
     if (done > total)
         done = total;
     step = total > 0 ? done * 4 / total : 0; /* quarters */
-    if (store_get_int(st, "SELECT progress_step FROM clones WHERE instance_id = ?1",
-                      DB_ARGS(DB_TEXT(id)), &prev, err) < 0 ||
-        store_exec(
-            st,
-            "UPDATE clones SET bytes_done = ?2, bytes_total = ?3, progress_step = ?4"
-            " WHERE instance_id = ?1",
-            DB_ARGS(DB_TEXT(id), DB_INT(done), DB_INT(total), DB_INT(step > prev ? step : prev)),
-            err) < 0)
+    /* table and key_column are the callers' constants, never input */
+    cleanup_free char *get =
+        xasprintf("SELECT progress_step FROM %s WHERE %s = ?1", table, key_column);
+    cleanup_free char *set = xasprintf("UPDATE %s SET bytes_done = ?2, bytes_total = ?3,"
+                                       " progress_step = ?4 WHERE %s = ?1",
+                                       table, key_column);
+    if (store_get_int(st, get, DB_ARGS(key), &prev, err) < 0 ||
+        store_exec(st, set,
+                   DB_ARGS(key, DB_INT(done), DB_INT(total), DB_INT(step > prev ? step : prev)),
+                   err) < 0)
         return -1;
     if (step <= prev || step >= 4)
         return 0;
     cleanup_free char *msg = xasprintf("copied %" PRId64 "%% (%" PRId64 " of %" PRId64 " MiB)",
                                        step * 25, done >> 20, total >> 20);
-    return instance_event(st, id, "copy", "creating", "node", msg, err);
+    return instance_event(st, id, kind, state, "node", msg, err);
 }
 
 int clones_node_transfer_port(struct server *srv, const char *node_id, int64_t port,

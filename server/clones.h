@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "../lib/error.h"
+#include "../lib/id.h"
 #include "instance-states.h"
 #include "server.h"
 
@@ -25,6 +26,22 @@ struct clone_request {
     const char *host;      /* NULL: placement picks; else a node id or hostname */
     const char *name;      /* NULL: the new id */
 };
+
+/* What copying an instance's disks needs of it and its host. */
+struct copy_source {
+    char user_id[SL_ID_MAX], node_id[SL_ID_MAX], model_id[SL_ID_MAX], state[32];
+    char image[160], hostname[256], region[64];
+    int64_t gpus, system_disk_gib, data_disk_gib, last_heartbeat, transfer_port, ssh_port;
+};
+
+/* Loads s for instance id: 404 no_such_instance when there is none. */
+int clones_load_instance(struct store *st, const char *id, struct copy_source *s,
+                         struct sl_error *err);
+
+/* 409 host_unavailable when the host of instance id (as s has it) is
+ * offline or serves no copies. */
+int clones_check_source_host(struct server *srv, const char *id, const struct copy_source *s,
+                             struct sl_error *err);
 
 /* Clones source_id (the caller's, stopped) for user_id: places the new
  * instance, records the copy and tells both hosts. Fills id (SL_ID_MAX).
@@ -58,6 +75,13 @@ json_t *clones_desired(struct server *srv, const char *node_id, json_t *items,
  * each quarter) and ends the copy when the clone runs or failed. */
 int clones_apply_report(struct server *srv, const char *id, json_t *copy, int next,
                         struct sl_error *err);
+
+/* Records a copy's progress ({bytes_done, bytes_total, done}) in the row
+ * of table (clones or migrations) whose key_column is key, with an event
+ * of kind in state at each quarter. table and key_column are constants. */
+int clones_progress(struct store *st, const char *table, const char *key_column, struct db_arg key,
+                    const char *id, const char *kind, const char *state, json_t *copy,
+                    struct sl_error *err);
 
 /* The port a node serves disk transfers on (its heartbeat's
  * transfer_port; 0: none). */

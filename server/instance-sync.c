@@ -7,6 +7,7 @@
 #include "../lib/timefmt.h"
 #include "billing.h"
 #include "clones.h"
+#include "migrations.h"
 #include "instance-states.h"
 #include "instance-view.h"
 #include "instances.h"
@@ -102,7 +103,7 @@ json_t *instances_desired(struct server *srv, const char *node_id, struct sl_err
         return NULL;
     /* clones to copy here, and this host's disks others copy (clones.h) */
     cleanup_json json_t *exports = clones_desired(srv, node_id, items, err);
-    if (!exports)
+    if (!exports || migrations_desired(srv, node_id, items, exports, err) < 0)
         return NULL;
     cleanup_rows struct db_rows *images = store_query(
         st,
@@ -192,12 +193,15 @@ static int apply_one(struct server *srv, const char *node_id, json_t *rep, struc
             DB_ARGS(DB_TEXT(id), DB_TEXT(node_id)), err);
         if (!rows || (rc = db_next(rows, err)) < 0)
             return -1;
-        if (rc == 0)
-            return 0; /* not ours to track: the node will be told to drop it */
+        if (rc == 0) /* not ours: the source of a move may say its copy is gone */
+            return migrations_source_report(srv, node_id, id, state, err);
         now = instance_state_parse(db_text(rows, 0));
         desired = instance_state_parse(db_text(rows, 1));
         want_generation = db_int(rows, 2);
     }
+    /* a move's copy here: its progress, its end (migrations.h) */
+    if ((rc = migrations_apply_report(srv, node_id, id, state, copy, message, err)) != 0)
+        return rc < 0 ? -1 : 0;
     /* a state this build does not know (a newer agent's) changes nothing */
     reported = instance_report_parse(state);
     if (now < 0 || desired < 0 || reported < 0 ||
@@ -238,8 +242,11 @@ static int apply_one(struct server *srv, const char *node_id, json_t *rep, struc
     if (next != INSTANCE_RUNNING && (billing_plan_active(st, id, &prepaid, err) < 0 ||
                                      (!prepaid && instance_free_gpus(st, id, err) < 0)))
         return -1;
-    /* the event has the name of the state reached */
-    return instance_event(st, id, name, name, "node", message, err);
+    /* the event has the name of the state reached; a stopped instance of a
+     * host drained with moves moves away (migrations.h) */
+    if (instance_event(st, id, name, name, "node", message, err) < 0)
+        return -1;
+    return next == INSTANCE_STOPPED ? migrations_after_stop(srv, node_id, id, err) : 0;
 }
 
 int instances_apply_report(struct server *srv, const char *node_id, json_t *report,

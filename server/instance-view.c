@@ -6,6 +6,7 @@
 #include "api.h"
 #include "billing.h"
 #include "clones.h"
+#include "migrations.h"
 #include "instance-passwords.h"
 #include "nodes.h"
 #include "ports.h"
@@ -119,7 +120,8 @@ json_t *instance_json(struct server *srv, const char *id, const char *user_id, s
         return NULL;
     }
     j = j ? stops_json(srv, j, err) : NULL;
-    if (j && clones_instance_json(srv, j, err) < 0) { /* a clone's copy */
+    if (j && (clones_instance_json(srv, j, err) < 0 ||      /* a clone's copy */
+              migrations_instance_json(srv, j, err) < 0)) { /* a move's */
         json_decref(j);
         return NULL;
     }

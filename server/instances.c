@@ -8,6 +8,7 @@
 #include "../lib/timefmt.h"
 #include "billing.h"
 #include "clones.h"
+#include "migrations.h"
 #include "nodes.h"
 
 #include <inttypes.h>
@@ -165,7 +166,8 @@ int instance_start(struct server *srv, const char *id, const char *mode, struct 
     if (rc <= 0)
         return rc;
     /* a source being copied, a clone whose copy failed (clones.h) */
-    if (clones_verb_check(srv, id, VERB_START, err) < 0)
+    if (clones_verb_check(srv, id, VERB_START, err) < 0 ||
+        migrations_verb_check(srv, id, VERB_START, err) < 0)
         return -1;
     if (billing_plan_active(st, id, &prepaid, err) < 0 ||
         sched_check_start(srv, r.user_id, r.model_id, r.gpus, r.region, nogpu, prepaid, err) < 0 ||
@@ -224,7 +226,8 @@ int instance_release(struct server *srv, const char *id, const char *reason, str
     if (rc <= 0)
         return rc;
     /* not a source being copied; a clone still copying ends its copy */
-    if (clones_verb_check(srv, id, VERB_RELEASE, err) < 0)
+    if (clones_verb_check(srv, id, VERB_RELEASE, err) < 0 ||
+        migrations_verb_check(srv, id, VERB_RELEASE, err) < 0)
         return -1;
     /* the unused part of a plan comes back; nothing is billed after this */
     if (billing_plan_end(srv, id, reason, err) < 0 || billing_close(srv, id, true, err) < 0 ||

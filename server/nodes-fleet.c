@@ -12,6 +12,7 @@
 #include "billing.h"
 #include "instance-states.h"
 #include "instances.h"
+#include "migrations.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -110,15 +111,17 @@ int nodes_check_start(struct server *srv, const char *instance_id, const char *n
         return sl_fail(err, SL_E_CONFLICT, code,
                        "the host of instance '%s' is being drained for maintenance%s: nothing "
                        "starts there until the operator reopens it; its disks stay there. Ways "
-                       "out: copy it to another host and start it there (suanli clone %s), "
-                       "wait for the host to reopen, or release it (suanli release %s)",
-                       instance_id, why, instance_id, instance_id);
+                       "out: move it to another host and start it there (suanli migrate %s), "
+                       "copy it to one (suanli clone %s), wait for the host to reopen, or "
+                       "release it (suanli release %s)",
+                       instance_id, why, instance_id, instance_id, instance_id);
     return sl_fail(err, SL_E_CONFLICT, code,
                    "the host of instance '%s' takes no new work%s: its GPUs cannot be given to "
                    "a start now. Ways out: start it in no-GPU mode to reach your data (suanli "
-                   "start --no-gpu %s), copy it to another host (suanli clone %s), wait for "
-                   "the host to reopen, or release it (suanli release %s)",
-                   instance_id, why, instance_id, instance_id, instance_id);
+                   "start --no-gpu %s), move it to another host (suanli migrate %s) or copy "
+                   "it to one (suanli clone %s), wait for the host to reopen, or release it "
+                   "(suanli release %s)",
+                   instance_id, why, instance_id, instance_id, instance_id, instance_id);
 }
 
 int nodes_check_placement(struct server *srv, const char *node_id, struct sl_error *err)
@@ -166,8 +169,8 @@ int nodes_uncordon(struct server *srv, const char *node_id, struct sl_error *err
 {
     if (node_exists(srv->store, node_id, err) < 0 ||
         store_exec(srv->store,
-                   "UPDATE nodes SET cordoned_at = NULL, draining_at = NULL, cordon_reason = ''"
-                   " WHERE id = ?1",
+                   "UPDATE nodes SET cordoned_at = NULL, draining_at = NULL, cordon_reason = '',"
+                   " drain_migrate = 0 WHERE id = ?1",
                    DB_ARGS(DB_TEXT(node_id)), err) < 0)
         return -1;
     log_info("nodes: %s uncordoned", node_id);
@@ -206,11 +209,13 @@ static struct hosted *hosted_load(struct store *st, const char *node_id, size_t 
     return rc < 0 ? NULL : TAKE_PTR(out);
 }
 
-int nodes_drain(struct server *srv, const char *node_id, const char *reason, json_t **stopped,
-                json_t **kept, struct sl_error *err)
+int nodes_drain(struct server *srv, const char *node_id, const char *reason, bool migrate,
+                json_t **stopped, json_t **kept, json_t **moving, json_t **stuck,
+                struct sl_error *err)
 {
     struct store *st = srv->store;
-    cleanup_json json_t *stops = json_array(), *keeps = json_array();
+    cleanup_json json_t *stops = json_array(), *keeps = json_array(), *moves = json_array(),
+                        *stucks = json_array();
     int64_t first;
     size_t n;
 
@@ -218,8 +223,10 @@ int nodes_drain(struct server *srv, const char *node_id, const char *reason, jso
         store_get_int(st, "SELECT COUNT(*) FROM nodes WHERE id = ?1 AND draining_at IS NULL",
                       DB_ARGS(DB_TEXT(node_id)), &first, err) < 0 ||
         nodes_cordon(srv, node_id, reason, err) < 0 ||
-        store_exec(st, "UPDATE nodes SET draining_at = COALESCE(draining_at, ?2) WHERE id = ?1",
-                   DB_ARGS(DB_TEXT(node_id), DB_INT(sl_time_now())), err) < 0)
+        store_exec(st,
+                   "UPDATE nodes SET draining_at = COALESCE(draining_at, ?2),"
+                   " drain_migrate = MAX(drain_migrate, ?3) WHERE id = ?1",
+                   DB_ARGS(DB_TEXT(node_id), DB_INT(sl_time_now()), DB_INT(migrate)), err) < 0)
         return -1;
     struct node_status ns;
     if (nodes_status(srv, node_id, &ns, err) < 0)
@@ -253,10 +260,10 @@ int nodes_drain(struct server *srv, const char *node_id, const char *reason, jso
             json_array_append_new(stops, json_string(h->id));
             notice = xasprintf("the host is being drained for maintenance%s: the instance was "
                                "stopped (its disks stay on the host) and cannot start there "
-                               "until the operator reopens it. Ways out: copy it to another "
-                               "host and start it there (suanli clone %s), wait, or release it "
-                               "(suanli release %s)",
-                               why, h->id, h->id);
+                               "until the operator reopens it. Ways out: move it to another "
+                               "host and start it there (suanli migrate %s), copy it to one "
+                               "(suanli clone %s), wait, or release it (suanli release %s)",
+                               why, h->id, h->id, h->id);
         } else {
             if (!first)
                 continue;
@@ -269,8 +276,16 @@ int nodes_drain(struct server *srv, const char *node_id, const char *reason, jso
         if (instance_event(st, h->id, "host_drain", h->state, "host_drain", notice, err) < 0)
             return -1;
     }
-    log_info("nodes: %s draining: %zu instances stopped, %zu on a plan left running", node_id,
-             json_array_size(stops), json_array_size(keeps));
+    /* the stopped ones move now; those stopping move once their host says
+     * they stopped (migrations_after_stop) */
+    if (migrate && migrations_drain(srv, node_id, moves, stucks, err) < 0)
+        return -1;
+    log_info("nodes: %s draining: %zu instances stopped, %zu on a plan left running, %zu moving",
+             node_id, json_array_size(stops), json_array_size(keeps), json_array_size(moves));
+    if (moving)
+        *moving = TAKE_PTR(moves);
+    if (stuck)
+        *stuck = TAKE_PTR(stucks);
     if (stopped)
         *stopped = TAKE_PTR(stops);
     if (kept)
@@ -302,6 +317,15 @@ int nodes_remove(struct server *srv, const char *node_id, struct sl_error *err)
         }
         n_left++;
     }
+    int64_t moves;
+    if (migrations_node_busy(st, node_id, &moves, err) < 0)
+        return -1;
+    if (moves && !n_left)
+        return sl_fail(err, SL_E_CONFLICT, "node_not_empty",
+                       "node '%s' still copies the disks of %" PRId64 " moved instance%s, or "
+                       "has yet to delete them: remove it once the moves are done (suanli "
+                       "show ID of each)",
+                       node_id, moves, moves == 1 ? "" : "s");
     if (n_left)
         return sl_fail(err, SL_E_CONFLICT, "node_not_empty",
                        "node '%s' still holds %zu instance%s not released: %s%s. Drain it "

@@ -92,11 +92,14 @@ int nodes_cordon(struct server *srv, const char *node_id, const char *reason, st
 
 /* Drains a host: cordons it, and stops its pay-as-you-go instances (reason
  * host_drain, an event with what to do); instances on a plan run to its
- * end. stopped/kept: new arrays of the instance ids stopped and of those
- * left running (callers may pass NULL). Call it inside a transaction. */
-int nodes_drain(struct server *srv, const char *node_id, const char *reason, json_t **stopped,
-                json_t **kept, struct sl_error *err);
-
+ * end. migrate: its stopped instances also move to other hosts
+ * (migrations.h), now and as they stop. stopped/kept/moving: new arrays of
+ * the instance ids stopped, left running and moving; stuck: [{id, reason}]
+ * of those that cannot move now (callers may pass NULL). Call it inside a
+ * transaction. */
+int nodes_drain(struct server *srv, const char *node_id, const char *reason, bool migrate,
+                json_t **stopped, json_t **kept, json_t **moving, json_t **stuck,
+                struct sl_error *err);
 /* Ends a cordon or a drain: the host takes placements again. */
 int nodes_uncordon(struct server *srv, const char *node_id, struct sl_error *err);
 

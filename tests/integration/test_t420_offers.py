@@ -349,6 +349,25 @@ def test_t427_an_instance_sees_its_own_cpu_and_memory(cluster):
         cluster.verb(user, again["id"], "release")
 
 
+@pytest.mark.skipif(chrooted() is not None, reason=str(chrooted()))
+def test_t427_neighbours_each_see_their_own_figures(cluster):
+    """Two instances on one host with different shares (1 and 2 GPUs): each
+    sees its own memory and CPUs, not the other's nor the host's, at once."""
+    user = cluster.renter()
+    one = cluster.create(user, gpus=1, data_disk_gib=5)
+    two = cluster.create(user, gpus=2, data_disk_gib=5)
+    try:
+        assert one["memory_mib"] != two["memory_mib"], (one, two)
+        for inst in (one, two, one):
+            out = cluster.ssh(user, inst, "cat /proc/meminfo; echo ===; nproc").stdout
+            meminfo, nproc = out.split("===\n")
+            assert meminfo_kib(meminfo, "MemTotal") == inst["memory_mib"] * 1024, (inst, meminfo)
+            assert int(nproc) == max(1, -(-int(inst["cpu_cores"] * 1000) // 1000)), (inst, nproc)
+    finally:
+        cluster.verb(user, one["id"], "release")
+        cluster.verb(user, two["id"], "release")
+
+
 def test_t428_a_memory_hog_is_oom_killed_inside(cluster):
     user = cluster.renter()
     inst = cluster.create(user, data_disk_gib=5)

@@ -144,6 +144,36 @@ def test_clone_to_another_host_copies_both_disks_and_is_a_new_machine(fleet, tmp
         release(fleet, user, *made)
 
 
+def test_a_planted_etc_ssh_link_does_not_steer_the_host_key_removal(fleet):
+    """The renter's /etc/ssh is a link to /tmp/NAME: inside the instance a
+    directory of its own disk, on the clone's host a host path. Removing the
+    source's host keys from the copied tree follows no link, so the host's
+    files of that name stay."""
+    user = fleet.renter()
+    a, b = fleet.nodes[0], fleet.nodes[1]
+    name = f"suanli-canary-{os.getpid()}-{int(time.time())}"
+    host_dir = os.path.join("/tmp", name)
+    os.makedirs(host_dir)
+    canary = os.path.join(host_dir, "ssh_host_canary_key")
+    with open(canary, "w") as f:
+        f.write("the host's, not the renter's\n")
+    src = stopped_source(fleet, user, a, setup=f"cp -a /etc/ssh /tmp/{name} && rm -rf /etc/ssh"
+                         f" && ln -s /tmp/{name} /etc/ssh && sync")
+    made = [src["id"]]
+    try:
+        r = clone(fleet, user, src["id"], host=b.node_id)
+        assert r.status == 201, r
+        made.append(r.json["id"])
+        new = fleet.wait_state(user, r.json["id"], "running", timeout=300)
+        assert os.path.exists(canary), "the agent followed the renter's link onto the host"
+        # the clone works: the link is the renter's own business
+        assert fleet.ssh(user, new, "readlink /etc/ssh").stdout.strip() == f"/tmp/{name}"
+    finally:
+        release(fleet, user, *made)
+        import shutil
+        shutil.rmtree(host_dir, ignore_errors=True)
+
+
 def test_a_copy_resumes_after_the_target_agent_is_killed_and_refuses_strangers(fleet):
     user = fleet.renter()
     a, b, c = fleet.nodes[0], fleet.nodes[1], fleet.nodes[2]
