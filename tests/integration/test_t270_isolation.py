@@ -7,6 +7,7 @@ neither each other nor the host's own services; capabilities, no-new-privs,
 seccomp and masked /proc and /sys paths; /etc's files written on the
 instance's own disk; a cgroup namespace per instance."""
 import ipaddress
+import json
 import os
 import shutil
 import socket
@@ -427,3 +428,27 @@ def check_security(cluster, user, inst):
                      " chown nobody /root/data && su -s /bin/sh nobody -c 'id -un' &&"
                      " echo ok", timeout=120)
     assert ok.stdout.split()[-2:] == ["nobody", "ok"], ok.stdout
+
+
+def test_the_image_runs_only_after_its_port_is_isolated_and_pinned(cluster):
+    """The network is attached beside the disks and the container's creation
+    (node/instance.c); the container's first program starts only after that
+    thread, which isolates the bridge port and pins it in nftables, is done.
+    The agent's trace of the start (DATA/instances/ID/timing.json) records
+    the order: the pin among the network's steps, all of them before `runc
+    start`."""
+    user = cluster.renter()
+    inst = cluster.create(user, data_disk_gib=5)
+    try:
+        path = os.path.join(cluster.node.data_dir, "instances", inst["id"], "timing.json")
+        wait_for(lambda: os.path.exists(path), timeout=30, what="the start's trace")
+        with open(path) as f:
+            trace = json.load(f)
+        steps = [name for name, _ in trace["steps"]]
+        beside = [name for name, _ in trace["beside"]]
+        assert "runc create" in steps and "runc start" in steps, steps
+        assert steps.index("network: waited for") < steps.index("runc start"), steps
+        assert any("nft pin" in name for name in beside + steps), (beside, steps)
+        assert any("isolate port" in name for name in beside + steps), (beside, steps)
+    finally:
+        cluster.verb(user, inst["id"], "release")
