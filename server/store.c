@@ -425,6 +425,19 @@ int store_tx_depth(struct store *st)
     return c ? c->depth : 0;
 }
 
+/* A PRAGMA outside a transaction (SQLite refuses some inside one, such as
+ * synchronous): on the writer, between batches. */
+static int exec_between_batches(struct store *st, const char *sql, const struct db_arg *args,
+                                struct sl_error *err)
+{
+    pthread_mutex_lock(&st->write_lock);
+    int rc = batch_commit(st, err);
+    if (rc == 0)
+        rc = st->ops->exec(st->writer, sql, args, err);
+    pthread_mutex_unlock(&st->write_lock);
+    return rc;
+}
+
 int store_exec(struct store *st, const char *sql, const struct db_arg *args, struct sl_error *err)
 {
     struct conn *c = conn_get(st, err);
@@ -434,6 +447,8 @@ int store_exec(struct store *st, const char *sql, const struct db_arg *args, str
         return -1;
     if (c->depth > 0)
         return st->ops->exec(st->writer, sql, args, err);
+    if (strncasecmp(sql, "PRAGMA ", 7) == 0)
+        return exec_between_batches(st, sql, args, err);
     /* a statement on its own is a transaction of its own, through the
      * writer like any other (not SQLite's busy handler) */
     if (store_begin(st, err) < 0)

@@ -142,6 +142,23 @@ TEST(backend_by_scheme)
     CHECK(access(test_path("c.db"), F_OK) == 0);
 }
 
+/* A PRAGMA SQLite refuses inside a transaction (synchronous) runs between
+ * batches, not in one: the fuzzer and the billing simulation turn fsync off
+ * with it. */
+TEST(pragma_outside_a_transaction)
+{
+    struct store *st = test_store();
+    struct sl_error err = SL_ERROR_INIT;
+
+    make_table(st);
+    CHECK_EQ_INT(store_begin(st, &err), 0);
+    CHECK_EQ_INT(put(st, "a", 1, &err), 1);
+    CHECK_EQ_INT(store_commit(st, &err), 0);
+    CHECK(store_exec(st, "PRAGMA synchronous = OFF", DB_NO_ARGS, &err) >= 0);
+    CHECK_EQ_INT(store_exec(st, "PRAGMA synchronous = FULL", DB_NO_ARGS, &err) >= 0, 1);
+    CHECK_EQ_INT(rows_in_t(st), 1);
+}
+
 TEST(nested_transactions)
 {
     struct store *st = test_store();
