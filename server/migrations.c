@@ -27,27 +27,18 @@ static char *token_context(const char *id)
     return xasprintf("migration_token:%s", id);
 }
 
-/* The move of id not finished (copying or releasing): 1 and its state in
- * state (32), 0 none. */
-static int moving(struct store *st, const char *id, char *state, struct sl_error *err)
-{
-    cleanup_rows struct db_rows *rows =
-        store_query(st,
-                    "SELECT state FROM migrations WHERE instance_id = ?1"
-                    " AND state IN ('copying', 'releasing') ORDER BY seq DESC LIMIT 1",
-                    DB_ARGS(DB_TEXT(id)), err);
-    int rc;
+/* The latest unfinished move of id: its seq, source host and state. */
+struct move {
+    int64_t seq, source_ssh_port;
+    char source[SL_ID_MAX], target[SL_ID_MAX], state[32];
+};
 
-    if (!rows || (rc = db_next(rows, err)) < 0)
-        return -1;
-    if (rc && state)
-        snprintf(state, 32, "%s", db_text(rows, 0));
-    return rc;
-}
+static int load_move(struct store *st, const char *id, struct move *mv, struct sl_error *err);
 
 int migrations_check_idle(struct store *st, const char *id, struct sl_error *err)
 {
-    int rc = moving(st, id, NULL, err);
+    struct move mv;
+    int rc = load_move(st, id, &mv, err);
 
     if (rc <= 0)
         return rc;
@@ -231,12 +222,6 @@ int migrations_create(struct server *srv, const char *id, const char *host, cons
     log_info("migrations: %s from host %s to host %s (%s)", id, m.node_id, target, reason);
     return 0;
 }
-
-/* The latest unfinished move of id: its seq, source host and state. */
-struct move {
-    int64_t seq, source_ssh_port;
-    char source[SL_ID_MAX], target[SL_ID_MAX], state[32];
-};
 
 static int load_move(struct store *st, const char *id, struct move *mv, struct sl_error *err)
 {
