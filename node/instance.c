@@ -132,6 +132,25 @@ static void drop_old_etc_files(const char *boot)
     }
 }
 
+struct keys_job {
+    const char *boot;
+    bool fresh;
+    int rc;
+    struct sl_error err;
+    struct steps steps;
+};
+
+static void *keys_thread(void *p)
+{
+    struct keys_job *job = p;
+    job->err = (struct sl_error)SL_ERROR_INIT;
+    steps_begin(&job->steps, 0);
+    job->rc = boot_host_keys(job->boot, job->fresh, &job->err);
+    steps_mark("host keys");
+    steps_end();
+    return NULL;
+}
+
 /* What start does beside the network: disks, overlay, files, the bundle
  * and the container, created. */
 static int start_local(const struct node_host *host, const struct instance_spec *spec,
@@ -173,9 +192,13 @@ static int start_local(const struct node_host *host, const struct instance_spec 
         return -1;
     drop_old_etc_files(boot);
     steps_mark("boot dir");
-    struct sl_error e = SL_ERROR_INIT;
-    sl_error_warn(boot_host_keys(boot, fresh, &e), &e, "the instance makes its own host keys");
-    steps_mark("host keys");
+    /* the host keys (two ssh-keygen, first start only) are made beside
+     * `runc create`: the init reads them only once the container starts */
+    struct keys_job keys = { .boot = boot, .fresh = fresh };
+    pthread_t t;
+    bool beside = pthread_create(&t, NULL, keys_thread, &keys) == 0;
+    if (!beside)
+        keys_thread(&keys);
     struct oci_params op = { .id = id,
                              .rootfs = rootfs,
                              .netns_path = netns,
@@ -190,13 +213,17 @@ static int start_local(const struct node_host *host, const struct instance_spec 
                              .pids_max = spec->pids_max,
                              .gpus = spec->gpus,
                              .n_gpus = spec->n_gpus };
-    if (oci_write_config(bundle, &op, err) < 0)
-        return -1;
+    int rc = oci_write_config(bundle, &op, err);
     steps_mark("oci config");
-    if (host->runtime->ops->create(host->runtime, id, bundle, log, err) < 0)
-        return -1;
+    if (rc == 0)
+        rc = host->runtime->ops->create(host->runtime, id, bundle, log, err);
     steps_mark("runc create");
-    return 0;
+    if (beside)
+        pthread_join(t, NULL);
+    steps_beside(steps_current(), &keys.steps);
+    steps_mark("host keys: waited for");
+    sl_error_warn(keys.rc, &keys.err, "the instance makes its own host keys");
+    return rc;
 }
 
 struct attach_job {

@@ -174,7 +174,7 @@ def test_cp_bad_input(env):
     assert p.returncode == 4, p
 
 
-def password_login(inst, password, tmp_path):
+def password_login(inst, password, tmp_path, command="id -u"):
     """ssh as root with a password only, as a renter who copied it from
     `suanli show` types it (OpenSSH reads it from SSH_ASKPASS)."""
     askpass = tmp_path / "askpass"
@@ -185,7 +185,7 @@ def password_login(inst, password, tmp_path):
          "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
          "-o", "PubkeyAuthentication=no", "-o", "PreferredAuthentications=password",
          "-o", "NumberOfPasswordPrompts=1", "-o", "ConnectTimeout=10",
-         f"root@{inst['ssh']['host']}", "id -u"],
+         f"root@{inst['ssh']['host']}", command],
         capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
         env={"PATH": os.environ["PATH"], "SSH_ASKPASS": str(askpass),
              "SSH_ASKPASS_REQUIRE": "force", "DISPLAY": ":0"})
@@ -197,3 +197,14 @@ def test_the_root_password_logs_in_and_no_other(env, tmp_path):
     assert (p.returncode, p.stdout.strip()) == (0, "0"), p.stderr
     p = password_login(inst, inst["ssh"]["password"][::-1], tmp_path)
     assert p.returncode != 0 and p.stdout == ""
+    # the first boot wrote the hash into /etc/shadow itself (node/boot.c):
+    # the file keeps the image's owner and mode, every other account's line,
+    # and nothing is left beside it
+    p = password_login(inst, inst["ssh"]["password"], tmp_path,
+                       "stat -c '%a %U %G' /etc/shadow; ls /etc/shadow.suanli 2>&1;"
+                       " cut -d: -f1 /etc/shadow | sort | tr '\\n' ' '; echo;"
+                       " cut -d: -f1 /etc/passwd | sort | tr '\\n' ' '")
+    lines = p.stdout.splitlines()
+    assert p.returncode == 0 and lines[0] == "640 root shadow", p
+    assert "No such file" in lines[1], p
+    assert lines[2] == lines[3] and " root " in f" {lines[2]}", p
