@@ -3,6 +3,7 @@
  * state, converge each instance (converge.c), pin the ports, make the images
  * (image-fetch.c), sync nginx, report (heartbeat.c). */
 #include "agent-internal.h"
+#include "disk-spares.h"
 #include "fsutil.h"
 #include "inventory.h"
 #include "lxcfs.h"
@@ -162,7 +163,8 @@ static int setup(struct agent *a, struct sl_error *err)
                                   .subnet = cfg->subnet,
                                   .state_dir = a->net_state };
     bool lxcfs_own;
-    if (lxcfs_ensure(cfg->lxcfs, cfg->data_dir, &a->lxcfs_dir, &lxcfs_own, err) < 0)
+    if (lxcfs_ensure(cfg->lxcfs, cfg->data_dir, &a->lxcfs_dir, &lxcfs_own, err) < 0 ||
+        disk_spares_init(cfg->data_dir, err) < 0)
         return -1;
     a->host = (struct node_host){ .data_dir = cfg->data_dir,
                                   .runtime = &a->rt,

@@ -15,6 +15,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
@@ -57,6 +58,21 @@ int disk_create(const char *path, uint64_t size_gib, struct sl_error *err)
     if (sl_run(argv, NULL, err) < 0) {
         unlink(path);
         sl_error_prefix(err, "make file system on '%s'", path);
+        /* mkfs says "short write" or "No space left" as it happens to run
+         * out: the host's disk, said plainly */
+        struct statvfs fs;
+        cleanup_free char *dir = xstrdup(path);
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            *slash = '\0';
+        if (statvfs(slash ? dir : ".", &fs) == 0 &&
+            (uint64_t)fs.f_bavail * fs.f_frsize < DISK_FULL_BELOW_MIB << 20)
+            return sl_fail(err, SL_E_STORAGE, "host_disk_full",
+                           "no space left on the host's disk for a %llu GiB disk (%llu MiB "
+                           "free): release this instance and create it on another host "
+                           "(suanli market lists them)",
+                           (unsigned long long)size_gib,
+                           (unsigned long long)((uint64_t)fs.f_bavail * fs.f_frsize >> 20));
         return -1;
     }
     return 0;

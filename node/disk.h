@@ -19,6 +19,11 @@
  * a fraction of a second whatever the size). Fails with SL_E_CONFLICT
  * ("disk_exists") when path exists, SL_E_INVALID when size_gib is 0 or over
  * DISK_MAX_GIB. A half-made file is removed on failure. */
+/* Free space under which the host's disk counts as full: a failed mkfs is
+ * said to be for that reason, and no spare disk is used (disk-spares.h). A
+ * disk's metadata is 5-30 MiB. */
+#define DISK_FULL_BELOW_MIB 64ULL
+
 int disk_create(const char *path, uint64_t size_gib, struct sl_error *err);
 
 /* Attaches the disk file to a free loop device and mounts its ext4 at

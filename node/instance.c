@@ -1,6 +1,7 @@
 #include "instance.h"
 #include "boot.h"
 #include "disk.h"
+#include "disk-spares.h"
 #include "fsutil.h"
 #include "image.h"
 #include "oci.h"
@@ -28,10 +29,13 @@ static char *path_in(const struct node_host *host, const char *id, const char *n
 /* Made under another name and renamed into place: an agent killed during
  * mkfs leaves no half-made disk that the next start would take for a real
  * one (and fail to mount, every time). */
-static int create_disk(const char *path, unsigned gib, struct sl_error *err)
+static int create_disk(const char *data_dir, const char *path, unsigned gib, struct sl_error *err)
 {
     if (access(path, F_OK) == 0)
         return 0;
+    int rc = disk_spares_take(data_dir, gib, path, err);
+    if (rc != 0)
+        return rc < 0 ? -1 : 0;
     cleanup_free char *tmp = xasprintf("%s.new", path);
     if (unlink(tmp) < 0 && errno != ENOENT)
         return sl_fail_errno(err, "unable to remove '%s'", tmp);
@@ -46,6 +50,7 @@ static int create_disk(const char *path, unsigned gib, struct sl_error *err)
 }
 
 struct disk_job {
+    const char *data_dir;
     const char *path;
     unsigned gib;
     struct sl_error err;
@@ -56,7 +61,7 @@ static void *disk_thread(void *p)
 {
     struct disk_job *job = p;
     job->err = (struct sl_error)SL_ERROR_INIT;
-    job->rc = create_disk(job->path, job->gib, &job->err);
+    job->rc = create_disk(job->data_dir, job->path, job->gib, &job->err);
     return NULL;
 }
 
@@ -67,15 +72,18 @@ int instance_create_disks(const struct node_host *host, const struct instance_sp
     cleanup_free char *system = path_in(host, spec->id, "system.img");
     cleanup_free char *data = path_in(host, spec->id, "data.img");
     unsigned system_gib = spec->system_disk_gib ? spec->system_disk_gib : INSTANCE_SYSTEM_DISK_GIB;
+    bool sys_new = access(system, F_OK) != 0;
+    bool data_new = spec->data_disk_gib && access(data, F_OK) != 0;
     if (fs_mkdir_p(dir, 0700, err) < 0)
         goto fail;
-    /* the two mkfs at once (each mostly waits for its writes) */
-    struct disk_job sys = { .path = system, .gib = system_gib };
+    /* a spare disk each when one is ready (disk-spares.h), else the two
+     * mkfs at once (each mostly waits for its writes) */
+    struct disk_job sys = { .data_dir = host->data_dir, .path = system, .gib = system_gib };
     pthread_t t;
     bool beside = spec->data_disk_gib && pthread_create(&t, NULL, disk_thread, &sys) == 0;
     if (!beside)
         disk_thread(&sys);
-    int rc = spec->data_disk_gib ? create_disk(data, spec->data_disk_gib, err) : 0;
+    int rc = spec->data_disk_gib ? create_disk(host->data_dir, data, spec->data_disk_gib, err) : 0;
     if (beside)
         pthread_join(t, NULL);
     steps_mark("disks (mkfs)");
@@ -85,6 +93,11 @@ int instance_create_disks(const struct node_host *host, const struct instance_sp
     }
     if (rc < 0)
         goto fail;
+    /* the next first start's disks, made while nothing waits for them */
+    if (sys_new)
+        disk_spares_refill(host->data_dir, system_gib);
+    if (data_new)
+        disk_spares_refill(host->data_dir, spec->data_disk_gib);
     return 0;
 fail:
     sl_error_prefix(err, "create disks of '%s'", spec->id);

@@ -6,7 +6,10 @@
 
 #include "../../lib/cleanup.h"
 #include "../../node/disk.h"
+#include "../../node/disk-spares.h"
 
+#include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -154,4 +157,88 @@ TEST(disk_create_sparse_file_then_remove)
     CHECK_EQ_INT(disk_remove(path, &err), 0);
     CHECK(access(path, F_OK) != 0);
     CHECK_EQ_INT(disk_remove(path, &err), 0); /* gone already: fine */
+}
+
+static int spares_in(const char *dir, unsigned gib)
+{
+    int n = 0;
+    for (unsigned seq = 0; seq < 64; seq++) {
+        char path[512];
+        snprintf(path, sizeof(path), "%s/spare-disks/%u-%u.img", dir, gib, seq);
+        n += access(path, F_OK) == 0;
+    }
+    return n;
+}
+
+static bool is_ext4(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    unsigned char magic[2] = { 0 };
+    bool ok = f && fseek(f, 1024 + 56, SEEK_SET) == 0 && fread(magic, 1, 2, f) == 2;
+    if (f)
+        fclose(f);
+    return ok && (magic[0] | magic[1] << 8) == 0xEF53;
+}
+
+/* A start with no spare ready makes its own (0); one is made when asked
+ * (once, however often), and the next start takes it (1): a whole ext4
+ * disk, moved. A path that exists is never replaced; what a stop left half
+ * made goes at init; the spares of other sizes make room, never more than
+ * DISK_SPARES_MAX in all. */
+TEST(disk_spares_are_taken_whole_and_made_again)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    const char *data = test_path("spares-data");
+    const char *first = test_path("spares-first.img");
+    const char *second = test_path("spares-second.img");
+    char half[512];
+
+    CHECK_EQ_INT(mkdir(data, 0700), 0);
+    CHECK_EQ_INT(disk_spares_init(data, &err), 0);
+    snprintf(half, sizeof(half), "%s/spare-disks/1-40.img.new", data);
+    FILE *f = fopen(half, "w");
+    if (f)
+        fclose(f);
+    CHECK_EQ_INT(disk_spares_init(data, &err), 0);
+    CHECK(access(half, F_OK) != 0);
+
+    CHECK_EQ_INT(disk_spares_take(data, 1, first, &err), 0);
+    disk_spares_wait();
+    CHECK_EQ_INT(spares_in(data, 1), 0); /* none made until asked */
+    disk_spares_refill(data, 1);
+    disk_spares_refill(data, 1); /* one under way already */
+    disk_spares_wait();
+    CHECK_EQ_INT(spares_in(data, 1), 1);
+    disk_spares_refill(data, 1); /* one ready already */
+    disk_spares_wait();
+    CHECK_EQ_INT(spares_in(data, 1), 1);
+    CHECK_EQ_INT(disk_spares_take(data, 1, first, &err), 1);
+    CHECK(is_ext4(first));
+    CHECK_EQ_INT(spares_in(data, 1), 0);
+    disk_spares_refill(data, 1);
+    disk_spares_wait();
+    CHECK_EQ_INT(spares_in(data, 1), 1); /* made again */
+
+    /* an existing path stays; the spare too */
+    f = fopen(second, "w");
+    if (f)
+        fclose(f);
+    CHECK_EQ_INT(disk_spares_take(data, 1, second, &err), -1);
+    CHECK_EQ_INT(err.sys_errno, EEXIST);
+    CHECK_EQ_INT(spares_in(data, 1), 1);
+    disk_spares_wait();
+
+    /* other sizes make room: at most DISK_SPARES_MAX spares in all */
+    for (unsigned gib = 2; gib < 2 + DISK_SPARES_MAX; gib++) {
+        err = (struct sl_error)SL_ERROR_INIT;
+        CHECK_EQ_INT(disk_spares_take(data, gib, test_path("spares-other.img"), &err), 0);
+        disk_spares_refill(data, gib);
+        disk_spares_wait();
+    }
+    int total = 0;
+    for (unsigned gib = 1; gib < 2 + DISK_SPARES_MAX; gib++)
+        total += spares_in(data, gib);
+    CHECK_EQ_INT(total, DISK_SPARES_MAX);
+    CHECK_EQ_INT(spares_in(data, 1), 0); /* the oldest went */
+    CHECK_EQ_INT(spares_in(data, 1 + DISK_SPARES_MAX), 1);
 }
