@@ -19,6 +19,7 @@
 #include "net.h"
 #include "nginx.h"
 #include "runtime.h"
+#include "terminal.h"
 #include "../lib/client.h"
 #include "../lib/crypto.h"
 #include "../lib/error.h"
@@ -59,6 +60,8 @@ struct agent {
     bool proxy_warned;
     bool pin_warned;                  /* net_pin failed; said once until it works again */
     struct metadata_server *metadata; /* http://169.254.169.254/ inside */
+    struct terminal_server *terminal; /* the browser's terminal; NULL: none */
+    char *terminal_socket;
 };
 
 /* enroll.c: who this host is to suanlid (DATA/node.json). */

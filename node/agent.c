@@ -65,6 +65,11 @@ const struct sl_option agent_options[] = {
         "the nginx binary; \"off\": no service ports on this node"),
     OPT("metadata.port", SL_OPT_INT, "8775", 0, 65535, metadata_port,
         "port on the bridge's gateway that 169.254.169.254:80 inside instances maps to; 0: off"),
+    OPT("terminal.socket", SL_OPT_STRING, "", 0, 0, terminal_socket,
+        "the unix socket the browser's terminal is served on, for the node's nginx only "
+        "(default: /run/suanli-node/terminal-NODE.sock)"),
+    OPT("terminal.max_per_instance", SL_OPT_INT, "4", 0, 64, terminal_max_per_instance,
+        "terminals open at once per instance; 0: no terminals on this node"),
     OPT("transfer.port", SL_OPT_INT, STRINGIFY(TRANSFER_PORT_DEFAULT), 0, 65535, transfer_port,
         "port on the host's address where other hosts copy the disks of instances being cloned "
         "(with a one-time token from suanlid); 0: off"),
@@ -131,6 +136,34 @@ static int setup_proxy(struct agent *a, struct sl_error *err)
                                       .drop_privileges = geteuid() == 0 },
                                .nginx = cfg->proxy_nginx };
     return 0;
+}
+
+/* The browser's terminal (terminal.h), reached through the proxy's nginx
+ * only: none without it. */
+static void setup_terminal(struct agent *a)
+{
+    struct agent_config *cfg = a->cfg;
+
+    if (!a->proxy.nginx || cfg->terminal_max_per_instance == 0)
+        return;
+    a->terminal_socket = *cfg->terminal_socket
+                             ? xstrdup(cfg->terminal_socket)
+                             : xasprintf("/run/suanli-node/terminal-%s.sock", a->node_id);
+    struct terminal_config tc = { .socket_path = a->terminal_socket,
+                                  .rt = &a->rt,
+                                  .max_per_instance = (unsigned)cfg->terminal_max_per_instance,
+                                  .drop_privileges = a->proxy.s.drop_privileges };
+    struct sl_error e = SL_ERROR_INIT;
+    a->terminal = terminal_start(&tc, &e);
+    if (!a->terminal) {
+        /* the rest of the host works without it, as without nginx */
+        log_warn("agent: no terminals on this host: %s (terminal.socket)", e.message);
+        free(a->terminal_socket);
+        a->terminal_socket = NULL;
+        return;
+    }
+    a->proxy.s.terminal_socket = a->terminal_socket;
+    a->proxy.s.terminal_key = terminal_key(a->terminal);
 }
 
 static int setup(struct agent *a, struct sl_error *err)
@@ -202,6 +235,7 @@ static int setup(struct agent *a, struct sl_error *err)
         if (!a->metadata)
             return -1;
     }
+    setup_terminal(a);
     /* disk copies for clones: a port taken is logged, not fatal */
     transfer_server_start(cfg->data_dir, cfg->address, (unsigned)cfg->transfer_port);
     return 0;
@@ -343,6 +377,8 @@ int agent_run(struct agent_config *cfg, volatile bool *stop, struct sl_error *er
     agent_converge_drain(&a);
     proxy_stop(&a.proxy);
     metadata_stop(a.metadata);
+    terminal_stop(a.terminal);
+    free(a.terminal_socket);
     transfer_server_stop();
     free(a.proxy_dir);
     sl_client_release(&a.client);

@@ -31,8 +31,10 @@ struct agent_config {
     int64_t ssh_wait_ms;
     char *proxy_listen; /* the service ports' nginx (nginx.h) */
     char *proxy_nginx;
-    int64_t metadata_port; /* the metadata endpoint (metadata.h); 0: off */
-    int64_t transfer_port; /* disk copies for clones (transfer.h); 0: off */
+    int64_t metadata_port;             /* the metadata endpoint (metadata.h); 0: off */
+    char *terminal_socket;             /* the browser's terminal (terminal.h); "": the default */
+    int64_t terminal_max_per_instance; /* 0: no terminals */
+    int64_t transfer_port;             /* disk copies for clones (transfer.h); 0: off */
     int64_t transfer_retry_s;
     int64_t image_max_bytes; /* image imports' limits (images.*, image-layer.h) */
     int64_t image_max_entries;

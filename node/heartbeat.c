@@ -35,9 +35,19 @@ int agent_heartbeat(struct agent *a, json_t *desired, struct sl_error *err)
                   "instances", report, "images", agent_images_report(a));
     /* where this host serves disk copies for clones (transfer.h) */
     json_object_set_new(body, "transfer_port", json_integer(transfer_server_port()));
-    /* for the idle stop: SSH sessions and GPU use of what runs */
-    json_object_set_new(body, "activity",
-                        activity_report(&a->rt, &a->gpus, json_object_get(desired, "instances")));
+    /* for the idle stop: SSH sessions and GPU use of what runs; an open
+     * terminal (terminal.h) is a session as an SSH one is */
+    json_t *activity = activity_report(&a->rt, &a->gpus, json_object_get(desired, "instances"));
+    json_t *item;
+    json_array_foreach(activity, i, item)
+    {
+        unsigned open = terminal_open(a->terminal, json_string_value(json_object_get(item, "id")));
+        if (open)
+            json_object_set_new(
+                item, "ssh_sessions",
+                json_integer(json_integer_value(json_object_get(item, "ssh_sessions")) + open));
+    }
+    json_object_set_new(body, "activity", activity);
     cleanup_free char *path = xasprintf("/v1/nodes/%s/heartbeat", a->node_id);
     if (sl_client_request(&a->client, "POST", path, body, NULL, &out, err) < 0)
         return -1;

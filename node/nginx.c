@@ -172,7 +172,10 @@ static const char config_server[] =
     "            error_page 401 /_suanli/401;\n"
     "            error_page 403 /_suanli/403;\n"
     "            error_page 502 /_suanli/502;\n"
-    "        }\n"
+    "        }\n";
+
+/* The auth location of both servers, up to suanlid's address. */
+static const char config_auth[] =
     "        location = /_suanli/auth {\n"
     "            internal;\n"
     "            proxy_pass_request_body off;\n"
@@ -187,14 +190,14 @@ static const char config_server[] =
     "            proxy_set_header X-Original-Method $request_method;\n"
     "            proxy_set_header X-Original-Sec-Fetch-Site $http_sec_fetch_site;\n"
     "            proxy_set_header X-Original-Sec-Fetch-Mode $http_sec_fetch_mode;\n"
+    "            proxy_set_header X-Original-Origin $http_origin;\n"
     "            # the answer carries the Cookie and URI back: room for the largest\n"
     "            proxy_buffer_size 64k;\n"
     "            proxy_buffers 4 64k;\n"
     "            proxy_connect_timeout 5s;\n"
     "            proxy_read_timeout 15s;\n";
 
-static const char config_tail[] =
-    "        }\n"
+static const char config_errors[] =
     "        location = /_suanli/401 {\n"
     "            internal;\n"
     "            return 401 \"sign in first: open the service's access link (suanli show "
@@ -208,9 +211,78 @@ static const char config_tail[] =
     "        location = /_suanli/502 {\n"
     "            internal;\n"
     "            return 502 \"nothing answers on this port inside the instance (yet)\\n\";\n"
+    "        }\n";
+
+/* The terminal (node/terminal.h): ID-terminal.DOMAIN goes to the agent's
+ * socket, after the same auth subrequest, which accepts a ticket and
+ * nothing else there; the agent learns the instance from suanlid's answer
+ * and serves only requests carrying the key, which goes nowhere else. Only
+ * what a websocket handshake needs is passed on (no Cookie, no
+ * Authorization, no extensions), and not the URI: its ticket is spent. */
+static const char config_terminal[] =
+    "        server_name \"~^i-[a-z0-9-]+-terminal\\.\";\n"
+    "        if ($suanli_host_agrees = 0) {\n"
+    "            return 400 \"the request line and the Host header name different hosts: send "
+    "one\\n\";\n"
     "        }\n"
-    "    }\n"
-    "}\n";
+    "        location / {\n"
+    "            auth_request /_suanli/auth;\n"
+    "            auth_request_set $suanli_terminal $upstream_http_x_suanli_terminal;\n"
+    "            rewrite ^ /terminal? break;\n"
+    "            proxy_http_version 1.1;\n"
+    "            proxy_pass_request_headers off;\n"
+    "            proxy_pass_request_body off;\n"
+    "            proxy_set_header Host terminal;\n"
+    "            proxy_set_header Upgrade $http_upgrade;\n"
+    "            proxy_set_header Connection $suanli_connection;\n"
+    "            proxy_set_header Sec-WebSocket-Key $http_sec_websocket_key;\n"
+    "            proxy_set_header Sec-WebSocket-Version $http_sec_websocket_version;\n"
+    "            proxy_set_header X-Suanli-Terminal $suanli_terminal;\n"
+    "            proxy_read_timeout 1d;\n"
+    "            proxy_send_timeout 1d;\n"
+    "            proxy_buffering off;\n"
+    "            error_page 401 /_suanli/401t;\n"
+    "            error_page 403 /_suanli/403t;\n"
+    "            error_page 502 /_suanli/502t;\n";
+
+static const char config_terminal_errors[] =
+    "        location = /_suanli/401t {\n"
+    "            internal;\n"
+    "            return 401 \"open the terminal from the instance's page in the console: its "
+    "ticket works once, for a minute\\n\";\n"
+    "        }\n"
+    "        location = /_suanli/403t {\n"
+    "            internal;\n"
+    "            return 403 \"this terminal is not yours, or not from this page\\n\";\n"
+    "        }\n"
+    "        location = /_suanli/502t {\n"
+    "            internal;\n"
+    "            return 502 \"the host's agent does not answer for terminals (yet)\\n\";\n"
+    "        }\n";
+
+static bool socket_path_valid(const char *s)
+{
+    /* nginx's "unix:PATH:" ends the path at a colon */
+    return dir_valid(s) && strlen(s) < 108 && !strchr(s, ':');
+}
+
+/* The auth location, asking suanlid at auth (auth_len bytes). */
+static void add_auth(struct sl_buf *b, const struct proxy_settings *s, const char *auth,
+                     size_t auth_len)
+{
+    sl_buf_adds(b, config_auth);
+    sl_buf_addf(b,
+                "            proxy_pass %.*s/v1/nodes/%s/proxy/auth;\n"
+                "            proxy_set_header Authorization \"Bearer %s\";\n",
+                (int)auth_len, auth, s->node_id, s->node_token);
+    if (strncmp(auth, "https://", 8) == 0)
+        /* the node's token goes only to a suanlid whose certificate checks
+         * out, as the agent's own requests do (libcurl's defaults) */
+        sl_buf_adds(b, "            proxy_ssl_server_name on;\n"
+                       "            proxy_ssl_verify on;\n"
+                       "            proxy_ssl_trusted_certificate " PROXY_CA_BUNDLE ";\n");
+    sl_buf_adds(b, "        }\n");
+}
 
 char *proxy_config(const struct proxy_settings *s, const struct proxy_route *routes, size_t n)
 {
@@ -218,7 +290,9 @@ char *proxy_config(const struct proxy_settings *s, const struct proxy_route *rou
     const char *auth = s->auth_url;
 
     if (!dir_valid(s->dir) || !proxy_listen_valid(s->listen) || !proxy_auth_url_valid(auth) ||
-        !word_valid(s->node_id, 64) || !word_valid(s->node_token, 256))
+        !word_valid(s->node_id, 64) || !word_valid(s->node_token, 256) ||
+        (s->terminal_socket &&
+         (!socket_path_valid(s->terminal_socket) || !word_valid(s->terminal_key, 256))))
         return NULL;
     size_t auth_len = strlen(auth);
     while (auth_len > 0 && auth[auth_len - 1] == '/')
@@ -256,17 +330,25 @@ char *proxy_config(const struct proxy_settings *s, const struct proxy_route *rou
                 "        listen %s default_server;\n",
                 s->listen);
     sl_buf_adds(&b, config_server);
-    sl_buf_addf(&b,
-                "            proxy_pass %.*s/v1/nodes/%s/proxy/auth;\n"
-                "            proxy_set_header Authorization \"Bearer %s\";\n",
-                (int)auth_len, auth, s->node_id, s->node_token);
-    if (strncmp(auth, "https://", 8) == 0)
-        /* the node's token goes only to a suanlid whose certificate checks
-         * out, as the agent's own requests do (libcurl's defaults) */
-        sl_buf_adds(&b, "            proxy_ssl_server_name on;\n"
-                        "            proxy_ssl_verify on;\n"
-                        "            proxy_ssl_trusted_certificate " PROXY_CA_BUNDLE ";\n");
-    sl_buf_adds(&b, config_tail);
+    add_auth(&b, s, auth, auth_len);
+    sl_buf_adds(&b, config_errors);
+    sl_buf_adds(&b, "    }\n");
+    if (s->terminal_socket) {
+        sl_buf_addf(&b,
+                    "    server {\n"
+                    "        listen %s;\n",
+                    s->listen);
+        sl_buf_adds(&b, config_terminal);
+        sl_buf_addf(&b,
+                    "            proxy_set_header X-Suanli-Terminal-Key %s;\n"
+                    "            proxy_pass http://unix:%s:;\n"
+                    "        }\n",
+                    s->terminal_key, s->terminal_socket);
+        add_auth(&b, s, auth, auth_len);
+        sl_buf_adds(&b, config_terminal_errors);
+        sl_buf_adds(&b, "    }\n");
+    }
+    sl_buf_adds(&b, "}\n");
     return sl_buf_detach(&b, NULL);
 }
 

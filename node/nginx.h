@@ -41,6 +41,10 @@ struct proxy_settings {
     const char *node_id;    /* this node ... */
     const char *node_token; /* ... and its token, for the auth subrequest */
     bool drop_privileges;   /* workers as nobody:nogroup (the agent runs as root) */
+    /* the terminal server's socket (node/terminal.h) and the key it wants;
+     * NULL: no terminals (no server block for ID-terminal hosts) */
+    const char *terminal_socket;
+    const char *terminal_key;
 };
 
 struct proxy {
@@ -67,7 +71,8 @@ bool proxy_auth_url_valid(const char *s);
  * caller frees; NULL when a setting is not one nginx
  * can be given safely (proxy_listen_valid, proxy_auth_url_valid, a node id
  * and token of [A-Za-z0-9_-], a directory without quotes, '$', blanks or
- * controls). */
+ * controls; a terminal socket path with ':' or longer than a unix socket's,
+ * a key not of [A-Za-z0-9_-]). */
 char *proxy_config(const struct proxy_settings *s, const struct proxy_route *routes, size_t n);
 
 /* proxy_sync for a desired state's instances ([{id, desired, ports:

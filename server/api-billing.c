@@ -181,7 +181,7 @@ int api_bill_charges(struct api_request *req, struct api_response *res, struct s
     return rows ? api_reply_rows(res, rows, charge_json, NULL, limit, err) : -1;
 }
 
-static json_t *event_json(struct db_rows *rows, void *ctx)
+json_t *api_event_json(struct db_rows *rows, void *ctx)
 {
     (void)ctx;
     return json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:o}", "seq", (json_int_t)db_int(rows, 0),
@@ -203,7 +203,7 @@ int api_events(struct api_request *req, struct api_response *res, struct sl_erro
         DB_ARGS(DB_TEXT(req->caller.user_id), DB_INT(after), DB_TEXT(api_query(req, "kind")),
                 DB_INT(limit)),
         err);
-    return rows ? api_reply_rows(res, rows, event_json, NULL, limit, err) : -1;
+    return rows ? api_reply_rows(res, rows, api_event_json, NULL, limit, err) : -1;
 }
 
 static json_t *meter_json(struct db_rows *rows, void *ctx)

@@ -4,6 +4,7 @@
 #include "instance-sync.h"
 #include "ports.h"
 #include "routes.h"
+#include "terminal.h"
 
 #include "../lib/cleanup.h"
 #include "../lib/xalloc.h"
@@ -144,6 +145,32 @@ static void add_filtered(struct api_response *res, const char *name, const char 
         api_add_header(res, name, value);
 }
 
+/* A terminal host (terminal.h): its ticket and nothing else; a pass names
+ * the instance for the agent's terminal server (X-Suanli-Terminal). */
+static int terminal_auth(struct api_request *req, struct api_response *res,
+                         const struct ports_request *prq, const char *id, struct sl_error *err)
+{
+    struct terminal_request rq = {
+        .node_id = prq->node_id,
+        .host = prq->host,
+        .uri = prq->uri,
+        .method = prq->method,
+        .origin = api_header(req, "X-Original-Origin"),
+    };
+    enum terminal_verdict verdict;
+    const char *why;
+
+    if (terminal_authorize(req->srv, &rq, &verdict, &why, err) < 0)
+        return -1;
+    if (verdict == TERMINAL_PASS) {
+        api_add_header(res, "X-Suanli-Terminal", id);
+        api_reply(res, 204, NULL);
+        return 0;
+    }
+    return sl_fail(err, verdict == TERMINAL_UNAUTHENTICATED ? SL_E_UNAUTHENTICATED : SL_E_FORBIDDEN,
+                   "access_denied", "%s", why);
+}
+
 /* nginx's auth_request, with the node's own token (API_NODE): 204 lets the
  * request pass, 401 and 403 refuse it (anything else would be a 500 to the
  * browser). Every header it reads is one nginx sets itself for the
@@ -165,13 +192,15 @@ int api_proxy_auth(struct api_request *req, struct api_response *res, struct sl_
         .fetch_mode = api_header(req, "X-Original-Sec-Fetch-Mode"),
     };
     enum ports_verdict verdict;
-    char token[PORTS_TOKEN_HEX];
+    char token[PORTS_TOKEN_HEX], terminal_id[SL_ID_MAX];
     const char *why;
 
     if (!rq.host || !rq.uri)
         return sl_fail(err, SL_E_INVALID, "missing_header",
                        "X-Original-Host or X-Original-URI is missing: this route is for the "
                        "node's nginx");
+    if (ports_parse_terminal_host(rq.host, req->srv->cfg.services_domain, terminal_id))
+        return terminal_auth(req, res, &rq, terminal_id, err);
     cleanup_free char *uri = ports_uri_filter(rq.uri);
     if (!uri)
         return sl_fail(err, SL_E_INVALID, "invalid_uri",

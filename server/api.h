@@ -47,6 +47,12 @@ struct api_instance {
     char state[16];          /* as recorded (instance-states.h) */
 };
 
+/* Where an event stream resumes (event-stream.h): the last event seq,
+ * instance revision and ledger entry seq its client has. */
+struct event_cursor {
+    int64_t event_seq, instance_rev, ledger_seq;
+};
+
 struct api_request {
     struct server *srv;
     const char *method;
@@ -62,6 +68,8 @@ struct api_request {
     /* the transport can hold the answer back until the node's desired
      * state changes (api_response.wait); false in a resumed request */
     bool may_wait;
+    /* the transport can answer with an event stream (api_response.stream) */
+    bool may_stream;
     struct api_io io;
     /* filled by the dispatcher */
     const struct api_route *route;
@@ -99,6 +107,16 @@ struct api_response {
         int64_t after;
         int64_t seconds;
     } wait;
+    /* Set by GET /v1/events/stream's handler when the request may_stream:
+     * the transport answers with user_id's event stream from `from` (from
+     * now unless resume) instead of the body (server/event-stream.h). */
+    struct {
+        bool requested;
+        bool resume;
+        struct event_cursor from;
+        char user_id[SL_ID_MAX];
+        char token_id[SL_ID_MAX]; /* the credential: revoked or expired, the stream ends */
+    } stream;
 };
 
 typedef int (*api_handler_fn)(struct api_request *req, struct api_response *res,
@@ -168,6 +186,10 @@ int api_page_params(struct api_request *req, int64_t *limit, int64_t *after, str
 int api_reply_rows(struct api_response *res, struct db_rows *rows,
                    json_t *(*row_json)(struct db_rows *rows, void *ctx), void *ctx, int64_t limit,
                    struct sl_error *err);
+
+/* One row of "SELECT seq, instance_id, kind, state, reason, message,
+ * created_at FROM events" as GET /v1/events lists it (api-billing.c). */
+json_t *api_event_json(struct db_rows *rows, void *ctx);
 
 /* Time and money as the API writes them. */
 json_t *api_time(int64_t t);

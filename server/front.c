@@ -77,21 +77,28 @@ int api_front_route(struct api_request *req, struct api_response *res, struct sl
     struct server *srv = req->srv;
     const char *host = api_header(req, "X-Original-Host");
     char id[SL_ID_MAX];
-    int64_t port;
+    int64_t port = 0;
     int rc;
 
     if (!host)
         return sl_fail(err, SL_E_INVALID, "missing_header",
                        "X-Original-Host is missing: this route is for the front door's nginx");
-    if (!ports_parse_host(host, srv->cfg.services_domain, id, &port))
+    /* a terminal (terminal.h) is on its instance's host, as its ports are */
+    bool terminal = ports_parse_terminal_host(host, srv->cfg.services_domain, id);
+    if (!terminal && !ports_parse_host(host, srv->cfg.services_domain, id, &port))
         return sl_fail(err, SL_E_FORBIDDEN, "no_such_service", "no such service");
     cleanup_rows struct db_rows *rows =
-        store_query(srv->store,
-                    "SELECT n.address FROM instances i"
-                    " JOIN instance_ports p ON p.instance_id = i.id AND p.port = ?2"
-                    " JOIN nodes n ON n.id = i.node_id"
-                    " WHERE i.id = ?1 AND i.state NOT IN ('released', 'releasing')",
-                    DB_ARGS(DB_TEXT(id), DB_INT(port)), err);
+        terminal ? store_query(srv->store,
+                               "SELECT n.address FROM instances i"
+                               " JOIN nodes n ON n.id = i.node_id"
+                               " WHERE i.id = ?1 AND i.state NOT IN ('released', 'releasing')",
+                               DB_ARGS(DB_TEXT(id)), err)
+                 : store_query(srv->store,
+                               "SELECT n.address FROM instances i"
+                               " JOIN instance_ports p ON p.instance_id = i.id AND p.port = ?2"
+                               " JOIN nodes n ON n.id = i.node_id"
+                               " WHERE i.id = ?1 AND i.state NOT IN ('released', 'releasing')",
+                               DB_ARGS(DB_TEXT(id), DB_INT(port)), err);
     if (!rows || (rc = db_next(rows, err)) < 0)
         return -1;
     if (rc == 0)

@@ -1,7 +1,9 @@
 #include "http.h"
 #include "api.h"
 #include "auth.h"
+#include "console.h"
 #include "desired-wait.h"
+#include "event-stream.h"
 
 #include "../lib/cleanup.h"
 #include "../lib/conn-guard.h"
@@ -18,6 +20,7 @@
 #include <errno.h>
 #include <sys/stat.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +32,9 @@ struct http_server {
     struct server *srv;
     struct sl_net_list trusted; /* http.trusted_proxies */
     struct sl_conn_guard *guard;
-    struct desired_waits *waits; /* agents' long-polls, suspended (desired-wait.h) */
+    struct desired_waits *waits;   /* agents' long-polls, suspended (desired-wait.h) */
+    struct event_streams *streams; /* GET /v1/events/stream (event-stream.h) */
+    char *console_dir;             /* console.dir, or its default (console.h) */
 };
 
 struct conn_state {
@@ -42,7 +47,8 @@ struct conn_state {
     uint64_t upload_len;
     crypto_hash_sha256_state sha;
     bool upload_failed;
-    bool waited; /* suspended once for a long-poll: the next dispatch answers */
+    bool waited;  /* suspended once for a long-poll: the next dispatch answers */
+    bool console; /* a console GET or HEAD without a body, answered on the next call */
 };
 
 static const char *lookup(void *ctx, enum MHD_ValueKind kind, const char *name)
@@ -275,6 +281,119 @@ static void resume_connection(void *conn)
     MHD_resume_connection(conn);
 }
 
+/* A console page or asset (console.h), answered before any body is read. */
+static enum MHD_Result serve_console(struct http_server *h, struct MHD_Connection *conn,
+                                     const char *url, const char *method, int64_t started_us)
+{
+    struct console_reply cr;
+    struct MHD_Response *r;
+
+    console_resolve(h->console_dir, method, url,
+                    MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept-Encoding"),
+                    MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "If-None-Match"), &cr);
+    if (cr.fd >= 0)
+        r = MHD_create_response_from_fd64(cr.size, cr.fd); /* MHD closes it */
+    else
+        r = MHD_create_response_from_buffer(cr.status == 304 ? 0 : strlen(cr.body),
+                                            (void *)(cr.body ? cr.body : ""),
+                                            MHD_RESPMEM_PERSISTENT);
+    if (!r) {
+        if (cr.fd >= 0)
+            close(cr.fd);
+        return MHD_NO;
+    }
+    if (cr.status != 304)
+        MHD_add_response_header(r, "Content-Type", cr.content_type);
+    MHD_add_response_header(r, "Cache-Control", cr.cache_control);
+    if (cr.content_encoding)
+        MHD_add_response_header(r, "Content-Encoding", cr.content_encoding);
+    if (cr.vary)
+        MHD_add_response_header(r, "Vary", "Accept-Encoding");
+    if (cr.etag[0])
+        MHD_add_response_header(r, "ETag", cr.etag);
+    if (cr.allow)
+        MHD_add_response_header(r, "Allow", cr.allow);
+    add_headers(r, console_security_headers);
+    enum MHD_Result ret = MHD_queue_response(conn, (unsigned)cr.status, r);
+    MHD_destroy_response(r);
+    sl_log(cr.status < 400 ? SL_LOG_DEBUG : SL_LOG_INFO, "http %s %.200s %d %.1fms (console)",
+           method, url, cr.status, (double)(sl_time_mono_us() - started_us) / SL_USEC_PER_MSEC);
+    return ret;
+}
+
+/* An event stream's connection: the stream, and the connection to park. */
+struct stream_conn {
+    struct event_stream *stream;
+    struct MHD_Connection *conn;
+};
+
+/* Whether a parked stream's client is still there: a closed or reset
+ * socket shows at once, without writing to it. */
+static bool connection_alive(void *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    struct pollfd p = { .fd = ci ? ci->connect_fd : -1, .events = POLLIN | POLLRDHUP };
+
+    if (p.fd < 0 || poll(&p, 1, 0) < 0)
+        return true;
+    return !(p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    struct stream_conn *sc = cls;
+    ssize_t n = event_stream_read(sc->stream, buf, max);
+    (void)pos;
+
+    if (n != 0)
+        return n > 0 ? n : MHD_CONTENT_READER_END_OF_STREAM;
+    /* nothing due: the connection waits parked, not a worker thread */
+    MHD_suspend_connection(sc->conn);
+    if (event_stream_park(sc->stream))
+        MHD_resume_connection(sc->conn);
+    return 0;
+}
+
+static void stream_free(void *cls)
+{
+    struct stream_conn *sc = cls;
+
+    event_stream_close(sc->stream);
+    free(sc);
+}
+
+/* Answers with the caller's event stream (api_response.stream). */
+static enum MHD_Result start_stream(struct event_streams *streams, struct MHD_Connection *conn,
+                                    struct api_response *res)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    struct stream_conn *sc = xzalloc(sizeof(*sc));
+
+    sc->conn = conn;
+    sc->stream = event_stream_open(streams, res->stream.user_id, res->stream.token_id,
+                                   res->stream.resume ? &res->stream.from : NULL, resume_connection,
+                                   connection_alive, conn, &err);
+    if (!sc->stream) {
+        free(sc);
+        res->status = sl_error_http_status(err.kind);
+        return send_error(conn, res->status, err.code, err.message);
+    }
+    struct MHD_Response *r =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_reader, sc, stream_free);
+    if (!r) {
+        stream_free(sc);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "text/event-stream; charset=utf-8");
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "X-Accel-Buffering", "no"); /* a proxy in front passes it on */
+    enum MHD_Result ret = MHD_queue_response(conn, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
@@ -291,6 +410,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         cs->upload_fd = -1;
         *con_cls = cs;
         sl_conn_guard_request_started(conn); /* the headers are in */
+        if (console_owns_path(url)) {
+            /* answered at once, MHD closes the connection after: so only
+             * what must not be read on (another method, a body) */
+            bool bodyless =
+                !MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length") &&
+                !MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Transfer-Encoding");
+            if (bodyless && (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)) {
+                cs->console = true;
+                return MHD_YES;
+            }
+            return serve_console(h, conn, url, method, cs->started_us);
+        }
         const struct api_route *route = api_route_lookup(method, url);
         if (route && (route->flags & API_UPLOAD))
             return start_upload(h, conn, cs, method, url, route);
@@ -304,6 +435,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         }
         return MHD_YES;
     }
+    if (cs->console)
+        return serve_console(h, conn, url, method, cs->started_us);
     if (*upload_data_size && cs->upload_fd >= 0) {
         upload_chunk(h, cs, upload_data, *upload_data_size);
         *upload_data_size = 0;
@@ -346,6 +479,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         .io = { .header = io_header, .query = io_query, .cookie = io_cookie, .ctx = conn },
     };
     req.may_wait = !cs->waited && h->waits;
+    struct event_streams *streams = __atomic_load_n(&h->streams, __ATOMIC_SEQ_CST);
+    req.may_stream = streams != NULL;
     unsigned char digest[crypto_hash_sha256_BYTES];
     if (cs->upload_fd >= 0) {
         crypto_hash_sha256_final(&cs->sha, digest);
@@ -368,7 +503,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         api_response_release(&res);
         return MHD_YES;
     }
-    enum MHD_Result ret = send_response(conn, &res);
+    enum MHD_Result ret = res.stream.requested && streams ? start_stream(streams, conn, &res)
+                                                          : send_response(conn, &res);
     /* every call gets its line; the agents' polls only when asked for or failing */
     bool quiet = req.route && (req.route->flags & API_QUIET) && res.status < 400;
     bool proxied = strcmp(client.addr, client.peer) != 0;
@@ -480,6 +616,69 @@ static unsigned connection_limit(const struct server_config *cfg)
     return (unsigned)cfg->http_max_connections;
 }
 
+static int hex_value(char c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* Decodes %XX in the path and the query's values, as MHD's own does, but
+ * leaves "%00" as it is: a NUL would end the string there and hide what
+ * follows it from every check ("/assets/x.js%00.png", "id%00'"), so the
+ * bytes stay visible and fail the checks they meet. */
+static size_t unescape_keep_nul(void *cls, struct MHD_Connection *conn, char *s)
+{
+    char *r = s, *w = s;
+    (void)cls;
+    (void)conn;
+
+    while (*r) {
+        int hi = r[0] == '%' ? hex_value(r[1]) : -1, lo = hi >= 0 ? hex_value(r[2]) : -1;
+        if (lo >= 0 && (hi | lo) != 0) {
+            *w++ = (char)(hi * 16 + lo);
+            r += 3;
+        } else {
+            *w++ = *r++;
+        }
+    }
+    *w = '\0';
+    return (size_t)(w - s);
+}
+
+/* A commit that noted a change: waiting agents and event streams look. */
+static void on_commit(void *ctx)
+{
+    struct http_server *h = ctx;
+    struct desired_waits *waits = __atomic_load_n(&h->waits, __ATOMIC_SEQ_CST);
+    struct event_streams *streams = __atomic_load_n(&h->streams, __ATOMIC_SEQ_CST);
+
+    if (waits)
+        desired_waits_wake(waits);
+    if (streams)
+        event_streams_wake(streams);
+}
+
+/* console.dir, or console/ beside the binary; says so when it is not built. */
+static char *console_dir(const struct server_config *cfg)
+{
+    char *dir =
+        cfg->console_dir && *cfg->console_dir ? xstrdup(cfg->console_dir) : console_default_dir();
+    struct stat st;
+
+    if (!dir)
+        log_warn("http: the web console's directory is unknown (no /proc/self/exe): set "
+                 "console.dir");
+    else if (stat(dir, &st) < 0)
+        log_info("http: no web console at '%s' (make console builds it; console.dir moves it): "
+                 "/ answers a page that says so",
+                 dir);
+    else
+        log_info("http: serving the web console from '%s'", dir);
+    return dir;
+}
+
 struct http_server *http_start(struct server *srv, const char *listen, struct sl_error *err)
 {
     const struct server_config *cfg = &srv->cfg;
@@ -521,7 +720,15 @@ struct http_server *http_start(struct server *srv, const char *listen, struct sl
         free(h);
         return NULL;
     }
-    store_set_commit_hook(srv->store, desired_waits_wake, h->waits);
+    h->streams = event_streams_start(srv, err);
+    if (!h->streams) {
+        desired_waits_stop(h->waits);
+        sl_net_list_release(&h->trusted);
+        free(h);
+        return NULL;
+    }
+    h->console_dir = console_dir(cfg);
+    store_set_commit_hook(srv->store, on_commit, h);
     h->guard = sl_conn_guard_new(&guard);
     h->daemon = MHD_start_daemon(
         flags, 0, sl_conn_guard_accept, h->guard, on_request, h, MHD_OPTION_SOCK_ADDR,
@@ -529,11 +736,15 @@ struct http_server *http_start(struct server *srv, const char *listen, struct sl
         /* idle: a request's headers have their own, shorter deadline (the guard) */
         MHD_OPTION_CONNECTION_TIMEOUT, 60u, MHD_OPTION_CONNECTION_LIMIT, connection_limit(cfg),
         MHD_OPTION_LISTEN_BACKLOG_SIZE, 512u, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
-        MHD_OPTION_NOTIFY_CONNECTION, sl_conn_guard_notify, h->guard, MHD_OPTION_EXTERNAL_LOGGER,
-        sl_conn_guard_mhd_log, (void *)"http", MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_CONNECTION, sl_conn_guard_notify, h->guard, MHD_OPTION_UNESCAPE_CALLBACK,
+        unescape_keep_nul, NULL, MHD_OPTION_EXTERNAL_LOGGER, sl_conn_guard_mhd_log, (void *)"http",
+        MHD_OPTION_END);
     if (!h->daemon) {
         store_set_commit_hook(srv->store, NULL, NULL);
         desired_waits_stop(h->waits);
+        event_streams_stop(h->streams);
+        event_streams_free(h->streams);
+        free(h->console_dir);
         sl_conn_guard_free(h->guard);
         sl_net_list_release(&h->trusted);
         free(h);
@@ -554,7 +765,14 @@ void http_stop(struct http_server *h)
     struct desired_waits *waits = h->waits;
     __atomic_store_n(&h->waits, NULL, __ATOMIC_SEQ_CST); /* new requests answer at once */
     desired_waits_stop(waits);
+    /* streams end (their clients reconnect with Last-Event-ID elsewhere or
+     * later); the hub outlives the connections that point into it */
+    struct event_streams *streams = h->streams;
+    __atomic_store_n(&h->streams, NULL, __ATOMIC_SEQ_CST);
+    event_streams_stop(streams);
     MHD_stop_daemon(h->daemon);
+    event_streams_free(streams);
+    free(h->console_dir);
     sl_conn_guard_free(h->guard);
     sl_net_list_release(&h->trusted);
     free(h);

@@ -142,6 +142,12 @@ const struct sl_option server_options[] = {
         "(0: services.proxy_port)"),
     OPT("services.jupyter_port", SL_OPT_INT, "8888", 1, 65535, services_jupyter_port,
         "the port Jupyter listens on inside instances of an image that has it"),
+    OPT("console.dir", SL_OPT_STRING, NULL, 0, 0, console_dir,
+        "directory of the built web console, served at / (make console builds it); default: "
+        "console/ beside the suanlid binary"),
+    OPT("events.max_streams_per_user", SL_OPT_INT, "8", 1, 1000, events_max_streams_per_user,
+        "event streams (GET /v1/events/stream: the console's live updates) one user may hold "
+        "open at once; the next gets 429"),
 };
 
 const size_t server_options_count = sizeof(server_options) / sizeof(server_options[0]);

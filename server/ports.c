@@ -89,6 +89,52 @@ int ports_check_config(const struct server_config *cfg, struct sl_error *err)
     return 0;
 }
 
+/* LABEL.DOMAIN of host (any case, a port and a final dot allowed) into
+ * label (lowercase, 256 bytes); false when host is not in domain or the
+ * label has a dot. */
+static bool host_label(const char *host, const char *domain, char *h)
+{
+    size_t n = strcspn(host ? host : "", ":");
+    size_t dn = strlen(domain);
+
+    if (!host || n == 0 || n >= 256)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        h[i] = (char)tolower((unsigned char)host[i]);
+    h[n] = '\0';
+    if (n > 0 && h[n - 1] == '.') /* a fully qualified "name." */
+        h[--n] = '\0';
+    if (n < dn + 2 || strcmp(h + n - dn, domain) != 0 || h[n - dn - 1] != '.')
+        return false;
+    h[n - dn - 1] = '\0';
+    return strchr(h, '.') == NULL;
+}
+
+bool ports_parse_terminal_host(const char *host, const char *domain, char *id)
+{
+    static const char suffix[] = "-" PORTS_TERMINAL_LABEL;
+    char h[256];
+
+    if (!host_label(host, domain, h))
+        return false;
+    size_t n = strlen(h);
+    if (n <= sizeof(suffix) - 1 || strcmp(h + n - (sizeof(suffix) - 1), suffix) != 0)
+        return false;
+    h[n - (sizeof(suffix) - 1)] = '\0';
+    if (!sl_id_valid(h, "i-") || strlen(h) >= SL_ID_MAX)
+        return false;
+    memcpy(id, h, strlen(h) + 1); /* shorter than SL_ID_MAX: checked above */
+    return true;
+}
+
+char *ports_terminal_url(const struct server_config *cfg, const char *id)
+{
+    if (cfg->services_proxy_port == 80)
+        return xasprintf("ws://%s-" PORTS_TERMINAL_LABEL ".%s/", id, cfg->services_domain);
+    return xasprintf("ws://%s-" PORTS_TERMINAL_LABEL ".%s:%" PRId64 "/", id, cfg->services_domain,
+                     cfg->services_proxy_port);
+}
+
 bool ports_parse_host(const char *host, const char *domain, char *id, int64_t *port)
 {
     char h[256];

@@ -40,6 +40,17 @@ int ports_check_config(const struct server_config *cfg, struct sl_error *err);
  * lowercase) and a port; false when it names no service of this domain. */
 bool ports_parse_host(const char *host, const char *domain, char *id, int64_t *port);
 
+/* The terminal's host ("i-ab12cd-terminal.localhost:8080", the same rules
+ * as ports_parse_host) into an instance id (SL_ID_MAX bytes, lowercase);
+ * false when it names no terminal of this domain (docs/design/access.md,
+ * "Terminal"). */
+#define PORTS_TERMINAL_LABEL "terminal"
+bool ports_parse_terminal_host(const char *host, const char *domain, char *id);
+
+/* ws://ID-terminal.DOMAIN[:PROXY_PORT]/, built as the service links are;
+ * the caller frees it. */
+char *ports_terminal_url(const struct server_config *cfg, const char *id);
+
 /* Request filtering (ports-filter.c): one parser finds suanli's credentials
  * in a proxied request and strips them from what the instance receives. */
 

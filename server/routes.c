@@ -34,6 +34,7 @@ const struct api_route api_routes[] = {
     R("GET", "/v1/bills", api_bills, 0),
     R("GET", "/v1/bills/charges", api_bill_charges, 0),
     R("GET", "/v1/events", api_events, 0),
+    R("GET", "/v1/events/stream", api_events_stream, 0),
     R("POST", "/v1/payments/webhook", api_payment_webhook,
       API_PUBLIC | API_RAW_BODY | API_NO_IDEMPOTENCY),
 
@@ -58,6 +59,8 @@ const struct api_route api_routes[] = {
     R("GET", "/v1/instances/{id}/ports", api_instances_ports_list, API_INSTANCE),
     R("POST", "/v1/instances/{id}/ports", api_instances_ports_set, API_INSTANCE),
     R("DELETE", "/v1/instances/{id}/ports/{port}", api_instances_ports_delete, API_INSTANCE),
+    R("POST", "/v1/instances/{id}/terminal", api_instances_terminal,
+      API_INSTANCE | API_NO_IDEMPOTENCY),
     R("GET", "/v1/nodes/{id}/proxy/auth", api_proxy_auth, API_NODE | API_QUIET),
     R("GET", "/v1/front/route", api_front_route, API_FRONT | API_QUIET),
 

@@ -83,6 +83,8 @@ HANDLER(api_instances_ports_list);
 HANDLER(api_instances_ports_set);
 HANDLER(api_instances_ports_delete);
 HANDLER(api_proxy_auth);
+/* terminal.c */
+HANDLER(api_instances_terminal);
 HANDLER(api_front_route);
 /* api-inside.c */
 HANDLER(api_nodes_instance_metadata);
@@ -95,6 +97,8 @@ HANDLER(api_images_list);
 HANDLER(api_admin_images_create);
 HANDLER(api_admin_images_upload);
 HANDLER(api_nodes_upload_get);
+/* event-stream.c */
+HANDLER(api_events_stream);
 /* api-health.c */
 HANDLER(api_healthz);
 HANDLER(api_metrics);

@@ -66,6 +66,8 @@ struct server_config {
     int64_t services_proxy_port;
     int64_t services_node_proxy_port; /* the hosts' proxies, behind a front door; 0: the same */
     int64_t services_jupyter_port;
+    char *console_dir;                   /* the web console's built files (console.h) */
+    int64_t events_max_streams_per_user; /* GET /v1/events/stream (event-stream.h) */
 };
 
 extern const struct sl_option server_options[];

@@ -491,6 +491,11 @@ def cleanup_node_state(data_dir):
                 subprocess.run(["umount", "-l", os.path.join(pins, ns)], capture_output=True)
                 with contextlib.suppress(OSError):
                     os.unlink(os.path.join(pins, ns))
+    # the terminal server's socket, left by an agent killed with -9
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        with open(os.path.join(data_dir, "node.json")) as f:
+            node_id = json.load(f)["node_id"]
+        os.unlink(f"/run/suanli-node/terminal-{node_id}.sock")
 
 
 def process_alive(pid):

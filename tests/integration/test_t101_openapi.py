@@ -709,6 +709,9 @@ def test_hosts_images_instances_match_the_schemas(spec, server):
     heartbeat([{"id": a["id"], "state": "running", "generation": want["generation"]}])
     assert check(spec, server.request("GET", ipath, token=admin), "GET", ipath, 200,
                  "/v1/instances/{id}")["state"] == "running"
+    r = server.request("POST", ipath + "/terminal", {}, token=admin)
+    assert check(spec, r, "POST", ipath + "/terminal", 201,
+                 "/v1/instances/{id}/terminal")["url"].startswith("ws://")
     r = server.request("POST", ipath + "/restart", {}, token=admin)
     assert check(spec, r, "POST", ipath + "/restart", 200,
                  "/v1/instances/{id}/restart")["state"] == "starting"
@@ -719,6 +722,9 @@ def test_hosts_images_instances_match_the_schemas(spec, server):
     r = server.request("POST", ipath + "/restart", token=admin)
     check(spec, r, "POST", ipath + "/restart", 409, "/v1/instances/{id}/restart")
     assert r.code == "invalid_state"
+    r = server.request("POST", ipath + "/terminal", token=admin)
+    check(spec, r, "POST", ipath + "/terminal", 409, "/v1/instances/{id}/terminal")
+    assert r.code == "instance_not_running"
 
     # another instance takes the GPUs: starting the first needs a way out
     r = server.request("POST", "/v1/instances", create, token=admin)

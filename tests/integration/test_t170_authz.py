@@ -135,6 +135,29 @@ def test_every_non_public_route_needs_login(world):
         assert (m, p) in ROUTES, f"{m} {p} is no longer a route"
 
 
+def read_stream(server, token, seconds=2):
+    """GET /v1/events/stream replayed from the beginning (Last-Event-ID
+    0.0.0) and read for a while: it never ends by itself."""
+    import http.client
+    import time
+    from conftest import Response
+    c = http.client.HTTPConnection(server.host, server.port, timeout=seconds)
+    c.request("GET", "/v1/events/stream",
+              headers={"Authorization": f"Bearer {token}", "Last-Event-ID": "0.0.0"})
+    resp, body = c.getresponse(), b""
+    deadline = time.time() + seconds
+    try:
+        while time.time() < deadline:
+            chunk = resp.read1(65536)
+            if not chunk:
+                break
+            body += chunk
+    except TimeoutError:
+        pass
+    c.close()
+    return Response(resp.status, body.decode("utf-8", "replace"), dict(resp.getheaders()))
+
+
 def leaks(world, r, sent):
     return [s for s in world["secrets"] if s not in sent and s in r.body]
 
@@ -146,7 +169,10 @@ def test_renter_b_sees_nothing_of_a(server, world, method, pattern):
     token = b["token"]
     if pattern == "/v1/sessions/current":
         token = server.login(b["email"])  # do not log B's main session out
-    r = server.request(method, path, body_for(method), token=token)
+    if (method, pattern) == ("GET", "/v1/events/stream"):
+        r = read_stream(server, token)  # all B may replay: none of it A's
+    else:
+        r = server.request(method, path, body_for(method), token=token)
     assert (r.status, r.code) == b_expects(method, pattern), (method, path, r)
     if pattern.startswith("/v1/admin/"):
         # indistinguishable from a route that does not exist

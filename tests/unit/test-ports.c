@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+static int nginx_test(const char *dir, const char *text, struct sl_error *err);
+
 #define NODE_TOKEN "sl_NodeToken-_0123456789abcdefghijklmnopqrstuvwxyzABCDEF"
 
 TEST(ports_check_bounds)
@@ -303,6 +305,80 @@ TEST(proxy_config)
     else
         CHECK_EQ_INT(rc, 0);
     fs_remove_tree(dir, &err);
+}
+
+/* The terminal's server block (node/terminal.h): its own server for
+ * ID-terminal hosts, the same auth subrequest (now with the Origin), the
+ * key only towards the agent's socket, hostile socket paths and keys
+ * refused. */
+TEST(proxy_config_terminal)
+{
+    char dir[] = "/tmp/suanli-proxy-XXXXXX";
+    if (!CHECK(mkdtemp(dir)))
+        return;
+    struct proxy_settings s = { .dir = dir,
+                                .listen = "127.0.0.1:1",
+                                .auth_url = "http://127.0.0.1:7070",
+                                .node_id = "n-ab23cd45ef67",
+                                .node_token = NODE_TOKEN,
+                                .terminal_socket = "/run/suanli-node/terminal-n-ab23cd45ef67.sock",
+                                .terminal_key = "feedc0ffee4242ab" };
+    const struct proxy_route routes[] = { { "i-ab23cd45ef67", "10.88.0.5", 6006 } };
+    cleanup_free char *text = proxy_config(&s, routes, 1);
+    if (!CHECK(text))
+        return;
+    CHECK(strstr(text, "server_name \"~^i-[a-z0-9-]+-terminal\\.\";"));
+    CHECK(strstr(text, "proxy_pass http://unix:/run/suanli-node/terminal-n-ab23cd45ef67.sock:;"));
+    CHECK(strstr(text, "proxy_set_header X-Original-Origin $http_origin;"));
+    /* the key appears once: in the terminal's location, never towards an instance */
+    const char *key = strstr(text, "X-Suanli-Terminal-Key feedc0ffee4242ab;");
+    CHECK(key && !strstr(key + 38, "feedc0ffee4242ab") &&
+          strstr(text, "feedc0ffee4242ab") == key + 22);
+    CHECK(key && strstr(text, "-terminal\\.") < key);
+    /* two auth locations, each with the node's token */
+    const char *first = strstr(text, "location = /_suanli/auth {");
+    CHECK(first && strstr(first + 1, "location = /_suanli/auth {"));
+    struct proxy_settings bad = s;
+    const char *bad_sockets[] = { "relative.sock", "/run/a:b.sock", "/run/a b.sock",
+                                  "/run/a;b",      "/run/a\"b",     "/run/$x.sock" };
+    for (size_t i = 0; i < sizeof(bad_sockets) / sizeof(bad_sockets[0]); i++) {
+        bad.terminal_socket = bad_sockets[i];
+        char *t = proxy_config(&bad, routes, 1);
+        CHECK(t == NULL);
+        free(t);
+    }
+    bad = s;
+    bad.terminal_key = "k; include /etc/passwd";
+    char *t = proxy_config(&bad, routes, 1);
+    CHECK(t == NULL);
+    free(t);
+    struct sl_error err = SL_ERROR_INIT;
+    cleanup_free char *tmp = xasprintf("%s/tmp", dir);
+    CHECK_EQ_INT(fs_mkdir_p(tmp, 0700, &err), 0);
+    int rc = nginx_test(dir, text, &err);
+    if (rc < 0)
+        printf("  (nginx is not installed: `nginx -t` skipped)\n");
+    else
+        CHECK_EQ_INT(rc, 0);
+    fs_remove_tree(dir, &err);
+}
+
+TEST(ports_parse_terminal_host)
+{
+    char id[SL_ID_MAX];
+    CHECK(ports_parse_terminal_host("i-ab23cd45ef67-terminal.localhost", "localhost", id));
+    CHECK_STR(id, "i-ab23cd45ef67");
+    CHECK(ports_parse_terminal_host("I-AB23CD45EF67-Terminal.LocalHost.:8080", "localhost", id));
+    CHECK_STR(id, "i-ab23cd45ef67");
+    CHECK(!ports_parse_terminal_host("i-ab23cd45ef67-6006.localhost", "localhost", id));
+    CHECK(!ports_parse_terminal_host("i-ab23cd45ef67-terminal.evil.example", "localhost", id));
+    CHECK(!ports_parse_terminal_host("x.i-ab23cd45ef67-terminal.localhost", "localhost", id));
+    CHECK(!ports_parse_terminal_host("-terminal.localhost", "localhost", id));
+    CHECK(!ports_parse_terminal_host("i-ab23cd45ef67-terminalx.localhost", "localhost", id));
+    CHECK(!ports_parse_terminal_host(NULL, "localhost", id));
+    int64_t port;
+    /* a service host never reads as a terminal, nor a terminal as a port */
+    CHECK(!ports_parse_host("i-ab23cd45ef67-terminal.localhost", "localhost", id, &port));
 }
 
 /* The seeded variants of proxy_config: xorshift64*, so a failure replays

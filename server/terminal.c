@@ -1,0 +1,182 @@
+/* The browser's terminal: tickets (POST /v1/instances/{id}/terminal) and
+ * their judgement when the node's nginx asks about a terminal host
+ * (terminal.h). */
+#include "terminal.h"
+
+#include "auth.h"
+#include "ports.h"
+#include "routes.h"
+#include "store.h"
+
+#include "../lib/cleanup.h"
+#include "../lib/crypto.h"
+#include "../lib/timefmt.h"
+#include "../lib/xalloc.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+/* The value of the URI's one "ticket" parameter, 64 hex digits, into out
+ * (TERMINAL_TICKET_HEX); false when absent or malformed. */
+static bool uri_ticket(const char *uri, char *out)
+{
+    const char *q = uri ? strchr(uri, '?') : NULL;
+
+    for (const char *p = q ? q + 1 : NULL; p && *p;) {
+        size_t n = strcspn(p, "&#");
+        if (n > sizeof(TERMINAL_QUERY) &&
+            strncmp(p, TERMINAL_QUERY "=", sizeof(TERMINAL_QUERY)) == 0) {
+            const char *v = p + sizeof(TERMINAL_QUERY);
+            size_t vn = n - sizeof(TERMINAL_QUERY);
+            if (vn != TERMINAL_TICKET_HEX - 1 || strspn(v, "0123456789abcdef") < vn)
+                return false;
+            memcpy(out, v, vn);
+            out[vn] = '\0';
+            return true;
+        }
+        if (p[n] != '&')
+            break;
+        p += n + 1;
+    }
+    return false;
+}
+
+/* The origin the console runs at, as this request shows it: its Origin
+ * (allowed: auth_check_browser_origin), else the API's own address. */
+static char *console_origin(struct api_request *req, struct sl_error *err)
+{
+    const char *origin = api_header(req, "Origin");
+    const char *host = req->forwarded_host ? req->forwarded_host : api_header(req, "Host");
+
+    if (origin) {
+        if (auth_check_browser_origin(req, err) < 0)
+            return NULL;
+    } else if (!host || !*host) {
+        sl_fail(err, SL_E_INVALID, "missing_header",
+                "the request has no Host header: send the API's address as Host, or Origin");
+        return NULL;
+    }
+    char *bound =
+        origin ? xstrdup(origin) : xasprintf("%s://%s", req->https ? "https" : "http", host);
+    for (const char *p = bound; *p; p++)
+        if ((unsigned char)*p <= ' ' || *p == 0x7f) {
+            free(bound);
+            sl_fail(err, SL_E_INVALID, "invalid_origin",
+                    "the Origin or Host header holds a blank or control byte");
+            return NULL;
+        }
+    if (strlen(bound) >= TERMINAL_ORIGIN_MAX) {
+        free(bound);
+        sl_fail(err, SL_E_INVALID, "invalid_origin", "the Origin or Host header is too long");
+        return NULL;
+    }
+    return bound;
+}
+
+int api_instances_terminal(struct api_request *req, struct api_response *res, struct sl_error *err)
+{
+    struct store *st = req->srv->store;
+    int64_t now = sl_time_now(), open;
+    char ticket[TERMINAL_TICKET_HEX], hash[SL_HASH_HEX_MAX];
+
+    if (strcmp(req->instance.state, "running") != 0)
+        return sl_fail(err, SL_E_CONFLICT, "instance_not_running",
+                       "instance '%s' is %s: start it first (suanli start %s, or Start in the "
+                       "console), then open its terminal",
+                       req->instance.id, req->instance.state, req->instance.id);
+    cleanup_free char *origin = console_origin(req, err);
+    if (!origin)
+        return -1;
+    if (store_exec(st, "DELETE FROM terminal_tickets WHERE expires_at <= ?1", DB_ARGS(DB_INT(now)),
+                   err) < 0 ||
+        store_get_int(st,
+                      "SELECT COUNT(*) FROM terminal_tickets WHERE instance_id = ?1 AND"
+                      " expires_at > ?2",
+                      DB_ARGS(DB_TEXT(req->instance.id), DB_INT(now)), &open, err) < 0)
+        return -1;
+    if (open >= TERMINAL_TICKETS_MAX)
+        return sl_fail(err, SL_E_RATE_LIMITED, "too_many_tickets",
+                       "instance '%s' has %d terminal tickets not used yet: use one, or wait a "
+                       "minute for them to expire",
+                       req->instance.id, TERMINAL_TICKETS_MAX);
+    sl_random_hex(ticket, (TERMINAL_TICKET_HEX - 1) / 2);
+    sl_sha256_hex(ticket, strlen(ticket), hash);
+    if (store_exec(st,
+                   "INSERT INTO terminal_tickets (hash, instance_id, user_id, origin, expires_at)"
+                   " VALUES (?1, ?2, ?3, ?4, ?5)",
+                   DB_ARGS(DB_TEXT(hash), DB_TEXT(req->instance.id), DB_TEXT(req->caller.user_id),
+                           DB_TEXT(origin), DB_INT(now + TERMINAL_TICKET_TTL)),
+                   err) < 0)
+        return -1;
+    cleanup_free char *base = ports_terminal_url(&req->srv->cfg, req->instance.id);
+    cleanup_free char *url = xasprintf("%s?" TERMINAL_QUERY "=%s", base, ticket);
+    api_reply(res, 201,
+              json_pack("{s:s, s:s, s:s, s:o}", "ticket", ticket, "url", url, "origin", origin,
+                        "expires_at", api_time(now + TERMINAL_TICKET_TTL)));
+    return 0;
+}
+
+int terminal_authorize(struct server *srv, const struct terminal_request *rq,
+                       enum terminal_verdict *out, const char **why, struct sl_error *err)
+{
+    char id[SL_ID_MAX], ticket[TERMINAL_TICKET_HEX], hash[SL_HASH_HEX_MAX];
+    int64_t now = sl_time_now();
+    int rc;
+
+    *out = TERMINAL_FORBIDDEN;
+    *why = "no such terminal";
+    if (!ports_parse_terminal_host(rq->host, srv->cfg.services_domain, id))
+        return 0;
+    if (!uri_ticket(rq->uri, ticket)) {
+        *out = TERMINAL_UNAUTHENTICATED;
+        *why = "a terminal opens with a ticket: open it from the instance's page in the console "
+               "(POST /v1/instances/ID/terminal)";
+        return 0;
+    }
+    sl_sha256_hex(ticket, strlen(ticket), hash);
+    cleanup_rows struct db_rows *rows =
+        store_query(srv->store,
+                    "SELECT t.instance_id, t.user_id, t.origin, t.expires_at, i.user_id, i.state,"
+                    " i.node_id FROM terminal_tickets t JOIN instances i ON i.id = t.instance_id"
+                    " WHERE t.hash = ?1",
+                    DB_ARGS(DB_TEXT(hash)), err);
+    if (!rows || (rc = db_next(rows, err)) < 0)
+        return -1;
+    /* used once, whatever comes of it: a ticket tried with another origin
+     * or host is gone for its holder too */
+    int deleted = rc ? store_exec(srv->store, "DELETE FROM terminal_tickets WHERE hash = ?1",
+                                  DB_ARGS(DB_TEXT(hash)), err)
+                     : 0;
+    if (deleted < 0)
+        return -1;
+    *out = TERMINAL_UNAUTHENTICATED;
+    *why = "the terminal ticket is not valid, was used, or expired: open the terminal again "
+           "from the console";
+    if (rc == 0 || deleted == 0 || db_int(rows, 3) <= now)
+        return 0;
+    *out = TERMINAL_FORBIDDEN;
+    if (strcmp(db_text(rows, 0), id) != 0) {
+        *why = "the terminal ticket is for another instance";
+        return 0;
+    }
+    if (strcmp(db_text(rows, 1), db_text(rows, 4)) != 0 || db_null(rows, 6) || !rq->node_id ||
+        strcmp(db_text(rows, 6), rq->node_id) != 0) {
+        *why = "no such terminal";
+        return 0;
+    }
+    if (strcmp(db_text(rows, 5), "running") != 0) {
+        *why = "the instance is not running: start it, then open its terminal again";
+        return 0;
+    }
+    if (!rq->method || strcmp(rq->method, "GET") != 0) {
+        *why = "a terminal is a websocket: GET with Upgrade";
+        return 0;
+    }
+    if (!rq->origin || strcasecmp(rq->origin, db_text(rows, 2)) != 0) {
+        *why = "the terminal opens only from the console's own page";
+        return 0;
+    }
+    *out = TERMINAL_PASS;
+    return 0;
+}

@@ -1,0 +1,44 @@
+/* The terminal in the browser (docs/design/access.md, "Terminal"): the
+ * owner asks for a ticket (POST /v1/instances/{id}/terminal) and opens
+ * ws://{instance}-terminal.{domain}:{proxy port}/?ticket=T with it; the
+ * node's nginx asks suanlid about that request as it asks about the service
+ * ports (GET /v1/nodes/{id}/proxy/auth), and suanlid accepts the ticket and
+ * nothing else: no session cookie, no port's access token. */
+#ifndef SL_TERMINAL_H
+#define SL_TERMINAL_H
+
+#include <stdbool.h>
+
+#include "api.h"
+#include "server.h"
+
+#define TERMINAL_TICKET_TTL  60 /* seconds */
+#define TERMINAL_TICKET_HEX  65 /* 256 random bits in hex + NUL */
+#define TERMINAL_TICKETS_MAX 16 /* unexpired tickets per instance */
+#define TERMINAL_QUERY       "ticket"
+#define TERMINAL_ORIGIN_MAX  256
+
+/* What the proxy may do with one request to a terminal host. */
+enum terminal_verdict {
+    TERMINAL_PASS,            /* a valid ticket: the instance's terminal opens */
+    TERMINAL_UNAUTHENTICATED, /* no ticket, or one that is unknown, used or expired */
+    TERMINAL_FORBIDDEN,       /* a ticket of another instance, another origin; no such terminal */
+};
+
+struct terminal_request {
+    const char *node_id; /* the node whose nginx asks: only its instances */
+    const char *host;    /* nginx's $host: ID-terminal.DOMAIN */
+    const char *uri;     /* $request_uri: /?ticket=T */
+    const char *method;
+    const char *origin; /* the request's Origin header, may be NULL */
+};
+
+/* Judges one request to a terminal host: the ticket of the URI is looked up
+ * and deleted whatever the outcome (a ticket works once), then it must be
+ * unexpired, for the host's instance, of the instance's owner, the
+ * instance running on node_id, the method GET and the Origin the one the
+ * ticket was made for. why: a short reason for a refusal. */
+int terminal_authorize(struct server *srv, const struct terminal_request *rq,
+                       enum terminal_verdict *out, const char **why, struct sl_error *err);
+
+#endif
