@@ -27,9 +27,30 @@ CLI_OBJ     := $(filter-out $(BUILD)/cli/main.o,$(CLI_SRC:%.c=$(BUILD)/%.o))
 UNIT_BIN    := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
 .PHONY: all deps run test unit asan-unit fuzz-smoke integration format check-format bench \
-        install clean
+        install clean console
 
 all: $(BUILD)/suanlid $(BUILD)/suanli $(BUILD)/suanli-node
+
+# The web console (console/, docs/design/console.md): bundled by esbuild into
+# $(BUILD)/console/, which suanlid serves at / (option console.dir). Part of
+# `all` when npm is installed (scripts/deps.sh installs it); `npm ci` fills
+# console/node_modules from the lockfile the first time. The build prints the
+# first load's gzipped size and fails over its budget.
+NPM          := $(shell command -v npm 2>/dev/null)
+CONSOLE_SRC  := $(shell find console/src -type f 2>/dev/null) console/build.mjs console/package.json
+ifneq ($(NPM),)
+all: console
+endif
+
+console: $(BUILD)/console/index.html
+
+$(BUILD)/console/index.html: $(CONSOLE_SRC) console/node_modules/.package-lock.json
+	@mkdir -p $(BUILD)
+	@cd console && node build.mjs --out $(abspath $(BUILD))/console \
+		--report $(abspath $(BUILD))/console-size.json
+
+console/node_modules/.package-lock.json: console/package-lock.json
+	cd console && npm ci --no-audit --no-fund
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

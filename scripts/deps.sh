@@ -7,6 +7,8 @@
 #   scripts/deps.sh run     build + what a node needs (runc, CNI plugins, mmdebstrap, nginx, ...)
 #   scripts/deps.sh bench   build + node + wrk, jq, pytest (bench/*.py import the integration
 #                           tests' conftest.py, which imports pytest; settle.sh uses sqlite3)
+# build, run and test also install nodejs and npm (the web console, console/, is built with
+# npm); test adds chromium for the browser tests (tests/browser/).
 set -eu
 purpose=${1:-build}
 build="build-essential pkg-config libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev
@@ -14,7 +16,7 @@ libsqlite3-dev libsodium-dev libyaml-dev libarchive-dev liblzma-dev libcrypt-dev
 node="runc containernetworking-plugins mmdebstrap iptables e2fsprogs iproute2 util-linux
 openssh-client rsync nginx nftables lxcfs"
 test="$build $node python3 python3-pytest python3-yaml clang libclang-rt-14-dev clang-format
-jq procps crun"
+jq procps crun chromium"
 run="$build $node jq"
 bench="$build $node wrk python3 python3-pytest jq"
 case "$purpose" in
@@ -24,6 +26,12 @@ test) want=$test ;;
 bench) want=$bench ;;
 *) echo "deps.sh: unknown purpose '$purpose' (build, run, test or bench)" >&2; exit 2 ;;
 esac
+# the console's tools: nodejs, and npm unless one is on PATH already (NodeSource's nodejs
+# bundles its own npm and conflicts with Debian's npm package)
+[ "$purpose" = bench ] || want="$want nodejs"
+if [ "$purpose" != bench ] && ! command -v npm >/dev/null 2>&1; then
+    want="$want npm"
+fi
 missing=""
 for p in $want; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

@@ -1,0 +1,174 @@
+// The market: per region, the GPU models with their prices and free GPUs,
+// and each host's offer (as the CLI's `suanli market` lists them), with the
+// CLI's filters. "Create" opens the create dialog on that model and host.
+import { html, useState } from '../lib/ui.js';
+import { api } from '../lib/api.js';
+import { t, addMessages } from '../lib/i18n.js';
+import { fmtMoney, fmtNumber, setDefaultCurrency } from '../lib/format.js';
+import { Page, ErrorBox, Field, Table, Badge, Spinner, useLoad } from '../lib/components.js';
+import { navigate } from '../lib/router.js';
+import { CreateDialog } from './create.js';
+
+addMessages({
+  en: {
+    'market.title': 'Market',
+    'market.filters': 'Filters',
+    'market.region': 'Region',
+    'market.all_regions': 'All regions',
+    'market.gpu_model': 'GPU model',
+    'market.min_free': 'At least N free GPUs',
+    'market.min_vram': 'Min. VRAM (GB)',
+    'market.cuda': 'CUDA version or newer',
+    'market.apply': 'Apply',
+    'market.reset': 'Reset',
+    'market.models': 'GPU models',
+    'market.hosts': 'Hosts',
+    'market.host': 'Host',
+    'market.model': 'Model',
+    'market.vram': 'VRAM',
+    'market.price': 'Price / GPU / hour',
+    'market.free': 'Free / total',
+    'market.nhosts': 'Hosts',
+    'market.cpu': 'CPU / GPU',
+    'market.mem': 'Memory / GPU',
+    'market.disk': 'Max data disk',
+    'market.driver': 'Driver / CUDA',
+    'market.create': 'Create',
+    'market.create_on': 'Create on {host} with {model}',
+    'market.simulated': 'simulated',
+    'market.no_price': 'no price',
+    'market.nogpu': 'No-GPU mode: {price} / hour',
+    'market.disk_price': 'Data disk: {free} GiB free, then {price} / GiB / day',
+    'market.no_hosts': 'No host offers GPUs that match. Widen the filters, or wait for hosts to come online.',
+    'market.new': 'New instance',
+  },
+  zh: {
+    'market.title': '算力市场',
+    'market.filters': '筛选',
+    'market.region': '地区',
+    'market.all_regions': '全部地区',
+    'market.gpu_model': 'GPU 型号',
+    'market.min_free': '至少空闲 GPU 数',
+    'market.min_vram': '最小显存（GB）',
+    'market.cuda': 'CUDA 版本不低于',
+    'market.apply': '应用',
+    'market.reset': '重置',
+    'market.models': 'GPU 型号',
+    'market.hosts': '主机',
+    'market.host': '主机',
+    'market.model': '型号',
+    'market.vram': '显存',
+    'market.price': '每卡每小时',
+    'market.free': '空闲 / 总数',
+    'market.nhosts': '主机数',
+    'market.cpu': '每卡 CPU',
+    'market.mem': '每卡内存',
+    'market.disk': '最大数据盘',
+    'market.driver': '驱动 / CUDA',
+    'market.create': '创建',
+    'market.create_on': '在 {host} 上用 {model} 创建',
+    'market.simulated': '模拟',
+    'market.no_price': '未定价',
+    'market.nogpu': '无卡模式：{price} / 小时',
+    'market.disk_price': '数据盘：免费 {free} GiB，超出每 GiB 每天 {price}',
+    'market.no_hosts': '没有符合条件的主机。请放宽筛选条件，或等待主机上线。',
+    'market.new': '新建实例',
+  },
+});
+
+const gb = (mib) => fmtNumber(Math.round(mib / 1024)) + ' GB';
+const price = (p) => (p === null || p === undefined ? html`<span class="muted">${t('market.no_price')}</span>` : fmtMoney(p));
+
+export default function Market() {
+  const [filters, setFilters] = useState({});
+  const [create, setCreate] = useState(null);
+  const m = useLoad(async () => {
+    const r = await api.get('/v1/market', filters);
+    setDefaultCurrency(r.currency);
+    return r;
+  }, [JSON.stringify(filters)]);
+  const regions = useLoad(() => api.get('/v1/regions'), []);
+
+  const apply = (e) => {
+    e.preventDefault();
+    const f = e.target;
+    setFilters({
+      region: f.region.value,
+      gpu_model: f.gpu_model.value.trim(),
+      min_free: f.min_free.value,
+      min_vram_gib: f.min_vram_gib.value,
+      cuda: f.cuda.value.trim(),
+    });
+  };
+  const reset = (e) => {
+    e.target.form.reset();
+    setFilters({});
+  };
+
+  const hostCols = [
+    { key: 'hostname', label: t('market.host'), render: (h) => html`<span>${h.hostname}</span><br /><span class="muted mono">${h.node_id}</span>` },
+    { key: 'gpu_model', label: t('market.model'), render: (h) => html`${h.gpu_model} ${h.simulated ? html`<${Badge} kind="info">${t('market.simulated')}<//>` : null}` },
+    { key: 'free', label: t('market.free'), class: 'num', render: (h) => html`<strong>${h.gpus_free}</strong> / ${h.gpus_total}` },
+    { key: 'vram', label: t('market.vram'), class: 'num', render: (h) => gb(h.vram_mib) },
+    { key: 'cpu', label: t('market.cpu'), class: 'num', render: (h) => fmtNumber(h.cpu_cores_per_gpu, 1) },
+    { key: 'mem', label: t('market.mem'), class: 'num', render: (h) => gb(h.memory_mib_per_gpu) },
+    { key: 'disk', label: t('market.disk'), class: 'num', render: (h) => fmtNumber(h.data_disk_free_gib) + ' GiB' },
+    { key: 'driver', label: t('market.driver'), render: (h) => `${h.driver_version || '—'} / ${h.cuda_version || '—'}` },
+    { key: 'price', label: t('market.price'), class: 'num', render: (h) => price(h.price_per_hour_micros) },
+    {
+      key: 'act',
+      label: t('market.create'),
+      render: (h) => html`<button type="button" class="small primary" disabled=${!h.gpus_free || h.price_per_hour_micros === null}
+        aria-label=${t('market.create_on', { host: h.hostname, model: h.gpu_model })}
+        onClick=${() => setCreate({ region: h.region, gpu_model: h.gpu_model, host: h.node_id })}>${t('market.create')}</button>`,
+    },
+  ];
+  const modelCols = [
+    { key: 'name', label: t('market.model'), render: (g) => html`${g.name} ${g.simulated_gpus ? html`<${Badge} kind="info">${t('market.simulated')}<//>` : null}` },
+    { key: 'vram', label: t('market.vram'), class: 'num', render: (g) => gb(g.vram_mib) },
+    { key: 'price', label: t('market.price'), class: 'num', render: (g) => price(g.price_per_hour_micros) },
+    { key: 'free', label: t('market.free'), class: 'num', render: (g) => html`<strong>${g.gpus_free}</strong> / ${g.gpus_total}` },
+    { key: 'hosts', label: t('market.nhosts'), class: 'num', render: (g) => g.hosts },
+  ];
+
+  return html`<${Page} title=${t('market.title')} actions=${html`<button type="button" class="primary" onClick=${() => setCreate({})}>${t('market.new')}</button>`}>
+    <form class="filters card" onSubmit=${apply} aria-label=${t('market.filters')}>
+      <${Field} label=${t('market.region')}>
+        <select name="region">
+          <option value="">${t('market.all_regions')}</option>
+          ${(regions.data ? regions.data.items : []).map((r) => html`<option value=${r.id}>${r.name || r.id}</option>`)}
+        </select>
+      <//>
+      <${Field} label=${t('market.gpu_model')}><input name="gpu_model" type="text" placeholder="RTX 4090" /><//>
+      <${Field} label=${t('market.min_free')}><input name="min_free" type="number" min="0" step="1" /><//>
+      <${Field} label=${t('market.min_vram')}><input name="min_vram_gib" type="number" min="0" step="1" /><//>
+      <${Field} label=${t('market.cuda')}><input name="cuda" type="text" placeholder="12.2" /><//>
+      <div class="actions">
+        <button type="submit" class="primary">${t('market.apply')}</button>
+        <button type="button" onClick=${reset}>${t('market.reset')}</button>
+      </div>
+    </form>
+    <${ErrorBox} error=${m.error} />
+    ${m.data === undefined && !m.error ? html`<${Spinner} />` : null}
+    ${m.data
+      ? m.data.items.map(
+          (r) => html`<section class="region" aria-labelledby=${'r-' + r.region}>
+            <h2 id=${'r-' + r.region}>${r.region_name || r.region} <span class="muted mono">${r.region}</span></h2>
+            <p class="muted">
+              ${t('market.nogpu', { price: r.nogpu_price_per_hour_micros === null ? '—' : fmtMoney(r.nogpu_price_per_hour_micros) })}
+              ${r.data_disk ? html` · ${t('market.disk_price', { free: r.data_disk.free_gib, price: fmtMoney(r.data_disk.price_per_gib_day_micros) })}` : null}
+            </p>
+            <h3>${t('market.hosts')}</h3>
+            <${Table} columns=${hostCols} rows=${r.hosts} rowKey=${(h) => h.node_id + h.gpu_model_id} empty=${t('market.no_hosts')} caption=${t('market.hosts')} />
+            <h3>${t('market.models')}</h3>
+            <${Table} columns=${modelCols} rows=${r.gpu_models} caption=${t('market.models')} />
+          </section>`,
+        )
+      : null}
+    <${CreateDialog} open=${!!create} preset=${create || {}} onClose=${() => setCreate(null)}
+      onCreated=${(inst) => {
+        setCreate(null);
+        navigate('/instances/' + inst.id);
+      }} />
+  <//>`;
+}
