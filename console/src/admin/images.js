@@ -125,6 +125,26 @@ function upload(path, file, token, onProgress) {
   });
 }
 
+// The fields a build and an import share: the image's name, and the region
+// and description it is made with.
+function NameField({ f, set }) {
+  return html`<${Field} label=${t('admin.img.name')} hint=${t('admin.img.nameHint')}>
+    <input type="text" name="name" required maxlength="64" pattern="[a-z0-9._\\-]+" value=${f.name} onInput=${set('name')} />
+  </${Field}>`;
+}
+
+function WhereFields({ f, set, regions }) {
+  return html`<${Field} label=${t('admin.img.region')}>
+      <select name="region" value=${f.region} onChange=${set('region')}>
+        <option value="">${t('admin.img.everyRegion')}</option>
+        ${regions.map((r) => html`<option key=${r.id} value=${r.id}>${r.id} · ${r.name}</option>`)}
+      </select>
+    </${Field}>
+    <${Field} label=${t('admin.img.description')}>
+      <input type="text" name="description" maxlength="200" value=${f.description} onInput=${set('description')} />
+    </${Field}>`;
+}
+
 function Build({ regions, onDone }) {
   const [f, setF] = useState({ name: '', recipe: 'base', region: '', description: '' });
   const { busy, error, run } = useAction();
@@ -143,24 +163,14 @@ function Build({ regions, onDone }) {
   return html`<details class="card">
     <summary>${t('admin.img.build')}</summary>
     <form class="narrow" onSubmit=${submit}>
-      <${Field} label=${t('admin.img.name')} hint=${t('admin.img.nameHint')}>
-        <input type="text" name="name" required maxlength="64" pattern="[a-z0-9._\\-]+" value=${f.name} onInput=${set('name')} />
-      </${Field}>
+      <${NameField} f=${f} set=${set} />
       <${Field} label=${t('admin.img.recipe')}>
         <select name="recipe" value=${f.recipe} onChange=${set('recipe')}>
           <option value="base">${t('admin.img.recipe.base')}</option>
           <option value="jupyter">${t('admin.img.recipe.jupyter')}</option>
         </select>
       </${Field}>
-      <${Field} label=${t('admin.img.region')}>
-        <select name="region" value=${f.region} onChange=${set('region')}>
-          <option value="">${t('admin.img.everyRegion')}</option>
-          ${regions.map((r) => html`<option key=${r.id} value=${r.id}>${r.id} · ${r.name}</option>`)}
-        </select>
-      </${Field}>
-      <${Field} label=${t('admin.img.description')}>
-        <input type="text" name="description" maxlength="200" value=${f.description} onInput=${set('description')} />
-      </${Field}>
+      <${WhereFields} f=${f} set=${set} regions=${regions} />
       <${ErrorBox} error=${error} />
       <div class="buttons"><button type="submit" class="primary" disabled=${busy}>${t('admin.img.buildSubmit')}</button></div>
     </form>
@@ -202,24 +212,14 @@ function Import({ regions, onDone }) {
       <${Field} label=${t('admin.img.file')}>
         <input type="file" name="archive" required onChange=${(e) => setFile(e.target.files[0] || null)} />
       </${Field}>
-      <${Field} label=${t('admin.img.name')} hint=${t('admin.img.nameHint')}>
-        <input type="text" name="name" required maxlength="64" pattern="[a-z0-9._\\-]+" value=${f.name} onInput=${set('name')} />
-      </${Field}>
+      <${NameField} f=${f} set=${set} />
       <${Field} label=${t('admin.img.kind')}>
         <select name="kind" value=${f.kind} onChange=${set('kind')}>
           <option value="base">${t('admin.img.kind.base')}</option>
           <option value="framework">${t('admin.img.kind.framework')}</option>
         </select>
       </${Field}>
-      <${Field} label=${t('admin.img.region')}>
-        <select name="region" value=${f.region} onChange=${set('region')}>
-          <option value="">${t('admin.img.everyRegion')}</option>
-          ${regions.map((r) => html`<option key=${r.id} value=${r.id}>${r.id} · ${r.name}</option>`)}
-        </select>
-      </${Field}>
-      <${Field} label=${t('admin.img.description')}>
-        <input type="text" name="description" maxlength="200" value=${f.description} onInput=${set('description')} />
-      </${Field}>
+      <${WhereFields} f=${f} set=${set} regions=${regions} />
       ${progress
         ? html`<p role="status"><progress max=${progress.total} value=${progress.done} aria-label=${t('admin.img.import')}></progress>
             ${' '}${t('admin.img.uploading', { done: fmtBytes(progress.done), total: fmtBytes(progress.total) })}</p>`
