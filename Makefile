@@ -49,8 +49,14 @@ $(BUILD)/console/index.html: $(CONSOLE_SRC) console/node_modules/.package-lock.j
 	@cd console && node build.mjs --out $(abspath $(BUILD))/console \
 		--report $(abspath $(BUILD))/console-size.json
 
+# Node.js trusts its own copy of the CA roots, not the system's: a registry
+# reached through a proxy whose CA the system trusts (apt does) is refused
+# (SELF_SIGNED_CERT_IN_CHAIN) unless the system's bundle is added.
+SYSTEM_CA := $(wildcard /etc/ssl/certs/ca-certificates.crt)
+
 console/node_modules/.package-lock.json: console/package-lock.json
-	cd console && npm ci --no-audit --no-fund
+	cd console && $(if $(SYSTEM_CA),NODE_EXTRA_CA_CERTS=$${NODE_EXTRA_CA_CERTS:-$(SYSTEM_CA)}) \
+		npm ci --no-audit --no-fund
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
