@@ -53,7 +53,13 @@ static void day_label(int64_t day, char *buf)
     snprintf(buf, 11, "%.10s", full);
 }
 
-int api_bills(struct api_request *req, struct api_response *res, struct sl_error *err)
+/* A month's charges summed per day, kind, instance or (all renters only)
+ * user: one renter's (GET /v1/bills) or, with user_id NULL, everyone's
+ * (GET /v1/admin/bills), found through charges_user or charges_period.
+ * gpu_seconds: the GPU-seconds of pay-as-you-go gpu meters (their quantity
+ * is the GPUs held), where seconds is the metered span of any kind. */
+static int bills(struct api_request *req, struct api_response *res, const char *user_id,
+                 struct sl_error *err)
 {
     const char *by = api_query(req, "by");
     int64_t from, to, total = 0;
@@ -63,22 +69,34 @@ int api_bills(struct api_request *req, struct api_response *res, struct sl_error
         return -1;
     if (!by)
         by = "day";
-    const char *key = strcmp(by, "day") == 0        ? "CAST(c.period_from / 86400 AS TEXT)"
-                      : strcmp(by, "instance") == 0 ? "c.instance_id"
-                      : strcmp(by, "kind") == 0     ? "c.item"
-                                                    : NULL;
+    bool all = !user_id;
+    const char *key = strcmp(by, "day") == 0           ? "CAST(c.period_from / 86400 AS TEXT)"
+                      : strcmp(by, "instance") == 0    ? "c.instance_id"
+                      : strcmp(by, "kind") == 0        ? "c.item"
+                      : all && strcmp(by, "user") == 0 ? "c.user_id"
+                                                       : NULL;
     if (!key)
         return sl_fail(err, SL_E_INVALID, "invalid_parameter",
-                       "by must be day, instance or kind (not '%s')", by);
+                       all ? "by must be day, instance, kind or user (not '%s')"
+                           : "by must be day, instance or kind (not '%s')",
+                       by);
+    const char *label =
+        strcmp(by, "instance") == 0
+            ? "COALESCE((SELECT name FROM instances i WHERE i.id = c.instance_id), '')"
+        : strcmp(by, "user") == 0
+            ? "COALESCE((SELECT email FROM users u WHERE u.id = c.user_id), '')"
+            : "''";
     cleanup_free char *sql = xasprintf(
         "SELECT %s AS k, c.item, SUM(c.amount_micros), COUNT(*),"
         " SUM(CASE WHEN c.meter_seq IS NULL THEN 0 ELSE c.period_to - c.period_from END),"
-        " MAX(COALESCE((SELECT name FROM instances i WHERE i.id = c.instance_id), ''))"
-        " FROM charges c WHERE c.user_id = ?1 AND c.period_from >= ?2 AND c.period_from < ?3"
+        " MAX(%s),"
+        " SUM(CASE WHEN c.item = 'gpu' AND c.meter_seq IS NOT NULL THEN (c.period_to -"
+        " c.period_from) * (SELECT quantity FROM meters m WHERE m.seq = c.meter_seq) ELSE 0 END)"
+        " FROM charges c WHERE %s AND c.period_from >= ?2 AND c.period_from < ?3"
         " GROUP BY k, c.item ORDER BY k, c.item",
-        key);
-    cleanup_rows struct db_rows *rows = store_query(
-        req->srv->store, sql, DB_ARGS(DB_TEXT(req->caller.user_id), DB_INT(from), DB_INT(to)), err);
+        key, label, all ? "?1 IS NULL" : "c.user_id = ?1");
+    cleanup_rows struct db_rows *rows =
+        store_query(req->srv->store, sql, DB_ARGS(DB_TEXT(user_id), DB_INT(from), DB_INT(to)), err);
     if (!rows)
         return -1;
     cleanup_json json_t *out = json_array();
@@ -90,8 +108,9 @@ int api_bills(struct api_request *req, struct api_response *res, struct sl_error
         int64_t amount = db_int(rows, 2);
         if (!row || strcmp(current, k) != 0) {
             snprintf(current, sizeof(current), "%s", k);
-            row = json_pack("{s:s, s:I, s:I, s:I, s:{}}", "key", k, "amount_micros", (json_int_t)0,
-                            "charges", (json_int_t)0, "seconds", (json_int_t)0, "by_kind");
+            row = json_pack("{s:s, s:I, s:I, s:I, s:I, s:{}}", "key", k, "amount_micros",
+                            (json_int_t)0, "charges", (json_int_t)0, "seconds", (json_int_t)0,
+                            "gpu_seconds", (json_int_t)0, "by_kind");
             if (strcmp(by, "day") == 0) {
                 char day[11];
                 day_label(db_int(rows, 0), day);
@@ -100,6 +119,9 @@ int api_bills(struct api_request *req, struct api_response *res, struct sl_error
             } else if (strcmp(by, "instance") == 0) {
                 json_object_set_new(row, "instance_id", json_string(k));
                 json_object_set_new(row, "name", json_string(db_text(rows, 5)));
+            } else if (strcmp(by, "user") == 0) {
+                json_object_set_new(row, "user_id", json_string(k));
+                json_object_set_new(row, "email", json_string(db_text(rows, 5)));
             } else {
                 json_object_set_new(row, "kind", json_string(k));
             }
@@ -115,6 +137,7 @@ int api_bills(struct api_request *req, struct api_response *res, struct sl_error
                         json_integer(json_integer_value(json_object_get(row, field)) + (v)))
         ADD("charges", db_int(rows, 3));
         ADD("seconds", db_int(rows, 4));
+        ADD("gpu_seconds", db_int(rows, 6));
 #undef ADD
         json_object_set_new(json_object_get(row, "by_kind"), item, json_integer(amount));
     }
@@ -124,6 +147,16 @@ int api_bills(struct api_request *req, struct api_response *res, struct sl_error
               json_pack("{s:s, s:s, s:s, s:I, s:O}", "month", month, "by", by, "currency",
                         req->srv->cfg.currency, "total_micros", (json_int_t)total, "rows", out));
     return 0;
+}
+
+int api_bills(struct api_request *req, struct api_response *res, struct sl_error *err)
+{
+    return bills(req, res, req->caller.user_id, err);
+}
+
+int api_admin_bills(struct api_request *req, struct api_response *res, struct sl_error *err)
+{
+    return bills(req, res, NULL, err);
 }
 
 static json_t *charge_json(struct db_rows *rows, void *ctx)

@@ -240,3 +240,46 @@ int api_nodes_upload_get(struct api_request *req, struct api_response *res, stru
     res->file_size = (uint64_t)st.st_size;
     return 0;
 }
+
+static json_t *image_host_json(struct db_rows *rows, void *ctx)
+{
+    (void)ctx;
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:o}", "node_id", db_text(rows, 0), "hostname",
+                     db_text(rows, 1), "region", db_text(rows, 2), "state", db_text(rows, 3),
+                     "message", db_text(rows, 4), "size_bytes", (json_int_t)db_int(rows, 5),
+                     "updated_at", db_null(rows, 6) ? json_null() : api_time(db_int(rows, 6)));
+}
+
+/* GET /v1/admin/images/{name}/hosts: the image on each host of its region
+ * (every region's for an image of all), as the hosts last reported it:
+ * ready, building, failed (with the host's message), or missing (the host
+ * has said nothing of it yet). */
+int api_admin_image_hosts(struct api_request *req, struct api_response *res, struct sl_error *err)
+{
+    int64_t n;
+
+    if (store_get_int(req->srv->store, "SELECT COUNT(*) FROM images WHERE name = ?1",
+                      DB_ARGS(DB_TEXT(req->params[0])), &n, err) < 0)
+        return -1;
+    if (n == 0)
+        return sl_fail(err, SL_E_NOT_FOUND, "no_such_image",
+                       "no image '%s': list them with suanli images", req->params[0]);
+    cleanup_rows struct db_rows *rows =
+        store_query(req->srv->store,
+                    "SELECT n.id, n.hostname, n.region_id, COALESCE(x.state, 'missing'),"
+                    " COALESCE(x.message, ''), COALESCE(x.size_bytes, 0), x.updated_at"
+                    " FROM images i JOIN nodes n ON (i.region_id = '' OR n.region_id = i.region_id)"
+                    " LEFT JOIN node_images x ON x.node_id = n.id AND x.name = i.name"
+                    " WHERE i.name = ?1 AND n.removed_at IS NULL ORDER BY n.region_id, n.id",
+                    DB_ARGS(DB_TEXT(req->params[0])), err);
+    if (!rows)
+        return -1;
+    cleanup_json json_t *items = json_array();
+    int rc;
+    while ((rc = db_next(rows, err)) == 1)
+        json_array_append_new(items, image_host_json(rows, NULL));
+    if (rc < 0)
+        return -1;
+    api_reply(res, 200, json_pack("{s:s, s:O}", "image", req->params[0], "items", items));
+    return 0;
+}

@@ -30,6 +30,7 @@ HANDLER(api_admin_verification_decide);
 /* api-money.c */
 HANDLER(api_balance);
 HANDLER(api_bills);
+HANDLER(api_admin_bills);
 HANDLER(api_bill_charges);
 HANDLER(api_events);
 HANDLER(api_instances_meters);
@@ -95,6 +96,7 @@ HANDLER(api_me_idle_stop_set);
 /* api-images.c */
 HANDLER(api_images_list);
 HANDLER(api_admin_images_create);
+HANDLER(api_admin_image_hosts);
 HANDLER(api_admin_images_upload);
 HANDLER(api_nodes_upload_get);
 /* event-stream.c */

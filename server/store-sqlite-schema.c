@@ -527,6 +527,9 @@ const char *const sqlite_migrations[] = {
     "  origin TEXT NOT NULL,"
     "  expires_at INTEGER NOT NULL);"
     "CREATE INDEX terminal_tickets_instance ON terminal_tickets(instance_id, expires_at);"
+    /* the operator's bills (GET /v1/admin/bills): a month of all
+     * renters' charges, which charges_user (user first) cannot find */
+    "CREATE INDEX charges_period ON charges(period_from);"
     /* the console's event stream (docs/design/control-plane.md, "The
      * event stream"): every change to what GET /v1/instances/{id} shows
      * gives the instance a new revision, one counter for all, so a stream

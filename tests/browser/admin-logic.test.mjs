@@ -1,11 +1,11 @@
 // The admin pages' arithmetic, without a browser (node --test; run by
 // tests/integration/test_t540_console_admin.py): money typed by an operator
 // becomes exact micros, the fleet's usage and run rate, the price in effect,
-// the per-day revenue worked out from readings of the total charged.
+// the per-day revenue and GPU-hours of GET /v1/admin/bills.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseAmount, microsToText, notAdmin } from '../../console/src/admin/common.js';
-import { usageRows, instanceStates, addReading, perDay } from '../../console/src/admin/usage.js';
+import { usageRows, instanceStates, monthDays, gpuHours, thisMonth } from '../../console/src/admin/usage.js';
 import { inEffect } from '../../console/src/admin/prices.js';
 import { gpuSummary, fleetTotals } from '../../console/src/admin/hosts.js';
 import { adminRoutes } from '../../console/src/admin/routes.js';
@@ -64,22 +64,26 @@ test('usage per region and model, with the pay-as-you-go run rate', () => {
   assert.equal(gpuSummary(nodes[1]), '1× RTX 4090, 1× Tesla T4');
 });
 
-test('revenue per day from readings of the total charged', () => {
-  let r = [];
-  r = addReading(r, '2026-12-01T08:00:00Z', 100);
-  r = addReading(r, '2026-12-01T09:00:00Z', 100);
-  r = addReading(r, '2026-12-01T10:00:00Z', 100); // a run of equal totals keeps its ends
-  assert.equal(r.length, 2);
-  assert.equal(r[1].at, '2026-12-01T10:00:00Z');
-  r = addReading(r, '2026-12-01T20:00:00Z', 350);
-  r = addReading(r, '2026-12-02T01:00:00Z', 400);
-  r = addReading(r, '2026-12-02T05:00:00Z', 1000);
-  const days = perDay(r);
-  assert.deepEqual(days.map((d) => [d.day, d.charged, d.from, d.to]), [
-    ['2026-12-02', 650, '2026-12-01T20:00:00Z', '2026-12-02T05:00:00Z'],
-    ['2026-12-01', 250, '2026-12-01T08:00:00Z', '2026-12-01T20:00:00Z'],
+test('revenue and GPU-hours per day from the bill of all renters', () => {
+  const bill = {
+    month: '2026-12', by: 'day', currency: 'CNY', total_micros: 9_500_000,
+    rows: [
+      { key: '2026-12-01', day: '2026-12-01', amount_micros: 2_000_000, charges: 3, seconds: 7200, gpu_seconds: 14_400, by_kind: { gpu: 2_000_000 } },
+      { key: '2026-12-02', day: '2026-12-02', amount_micros: 7_500_000, charges: 2, seconds: 90, gpu_seconds: 100, by_kind: { gpu: 1_500_000, plan: 6_000_000 } },
+    ],
+  };
+  const m = monthDays(bill);
+  assert.deepEqual(m.days.map((d) => [d.day, d.amount, d.charges, d.gpuHours]), [
+    ['2026-12-02', 7_500_000, 2, 0.03], // newest first; 100 GPU-seconds to two decimals
+    ['2026-12-01', 2_000_000, 3, 4],
   ]);
-  assert.deepEqual(perDay([{ at: '2026-12-01T08:00:00Z', total: 5 }]), []);
+  assert.equal(m.total, 9_500_000);
+  assert.equal(m.charges, 5);
+  assert.equal(m.gpuHours, 4.03);
+  assert.deepEqual(monthDays({ ...bill, total_micros: 0, rows: [] }), { days: [], total: 0, charges: 0, gpuHours: 0 });
+  assert.equal(gpuHours(undefined), 0);
+  assert.equal(gpuHours(5400), 1.5);
+  assert.equal(thisMonth(new Date('2026-12-31T23:59:59Z')), '2026-12');
 });
 
 test('the price in effect is the newest that has come, per item and region', () => {

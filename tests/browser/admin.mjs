@@ -1,8 +1,8 @@
 // The operator's pages in real chromium (tests/integration/test_t540_console_admin.py
 // runs it once per phase and checks each change through the API between
 // phases). Environment, besides lib.mjs's:
-//   ADMIN_PHASE   fleet | revoke-cordon | drain | uncordon | renter | images | zh | remove
-//   NODE_ID, RENTER_ID, RENTER_EMAIL, RENTER2_ID, JOIN_ID, ARCHIVE, IMAGE_NAME (as the phase needs)
+//   ADMIN_PHASE   fleet | revoke-cordon | drain | uncordon | renter | images | zh | remove | revenue
+//   NODE_ID, RENTER_ID, RENTER_EMAIL, RENTER2_ID, JOIN_ID, ARCHIVE, IMAGE_NAME, DAY (as the phase needs)
 import { run, sleep } from './lib.mjs';
 
 const env = process.env;
@@ -243,6 +243,13 @@ async function images(s) {
   await s.page.waitForSelector(`[data-image="${env.IMAGE_NAME}"]`);
   s.results.notice = await s.page.$eval('main .notice', (e) => e.textContent);
   await s.screenshot('imported');
+  // its state on each host: the one host fetches it and reports it ready
+  await click(s, `[data-per-host="${env.IMAGE_NAME}"]`);
+  await s.page.waitForFunction((n) => document.querySelector(`[data-host="${n}"]`)?.dataset.value === 'ready',
+    { timeout: 60000, polling: 500 }, env.NODE_ID).catch(() => {});
+  s.results.perHost = await s.page.$eval(`[data-host="${env.NODE_ID}"]`, (e) => e.dataset.value);
+  await s.axe('per host dialog');
+  await s.screenshot('per-host');
 }
 
 // The pages in Chinese, chosen with the language switch.
@@ -256,6 +263,38 @@ async function zh(s) {
   s.results.lang = await s.page.evaluate(() => document.documentElement.lang);
   await go(s, '/admin/usage', { label: 'usage zh' });
   s.results.usageTitle = await s.page.$eval('#page-title', (e) => e.textContent);
+}
+
+// The usage page's revenue of DAY (today, UTC) from GET /v1/admin/bills:
+// the table's row, the chart's bar and the month's total; then another
+// month picked in the month picker.
+async function revenue(s) {
+  await s.login(env.SUANLI_EMAIL, env.SUANLI_PASSWORD);
+  await go(s, '/admin/usage', { label: 'usage revenue', waitFor: `table span[data-day="${env.DAY}"]` });
+  s.results.today = await s.page.$eval(`table span[data-day="${env.DAY}"]`, (e) => ({
+    amount: Number(e.dataset.amount),
+    text: e.textContent,
+    row: e.closest('tr').innerText,
+  }));
+  s.results.bar = await s.page.$eval(`#bill-chart rect[data-day="${env.DAY}"]`, (e) => Number(e.dataset.amount));
+  s.results.month = await s.page.$eval('[data-testid=usage-month]', (e) => ({
+    month: e.dataset.month,
+    total: Number(e.dataset.total),
+    text: e.innerText,
+  }));
+  s.results.readings = await s.page.evaluate(() => Object.keys(localStorage).filter((k) => k.startsWith('suanli.admin')));
+  // another month: its (empty) bill replaces this one's
+  await s.page.$eval('input[name=month]', (e) => {
+    e.value = '2020-01';
+    e.dispatchEvent(new Event('change', { bubbles: true }));
+  });
+  await s.page.waitForSelector('[data-testid=usage-month][data-month="2020-01"]', { timeout: 30000 });
+  s.results.other = await s.page.$eval('[data-testid=usage-month]', (e) => ({
+    total: Number(e.dataset.total),
+    rows: document.querySelectorAll('table span[data-day]').length,
+  }));
+  await s.axe('usage another month');
+  await s.screenshot('usage another month');
 }
 
 // Remove the host: it leaves the list.
@@ -282,7 +321,7 @@ async function renter(s) {
   s.results.rows = await s.page.$$eval('[data-node]', (r) => r.length);
 }
 
-const phases = { fleet, 'revoke-cordon': revokeCordon, drain, uncordon, renter, images, zh, remove };
+const phases = { fleet, 'revoke-cordon': revokeCordon, drain, uncordon, renter, images, zh, remove, revenue };
 const opts = phase === 'uncordon' ? { width: 390, height: 844 } : phase === 'zh' ? { lang: 'zh-CN' } : {};
 await run(`t540-admin-${phase}`, opts, async (s) => {
   if (!phases[phase]) throw new Error(`ADMIN_PHASE must be one of ${Object.keys(phases).join(', ')}`);

@@ -122,6 +122,13 @@ class Session {
       }
       this.requests.push(u);
       if (!this.allowed.has(origin)) this.fail(`request left the origin: ${r.method()} ${u}`);
+      // each API route the console called, for the test to check against
+      // docs/api/openapi.yaml (the console calls documented routes only)
+      if (u.startsWith(ORIGIN + '/v1/')) {
+        const call = `${r.method()} ${new URL(u).pathname}`;
+        const calls = (this.results.api_calls = this.results.api_calls || []);
+        if (!calls.includes(call)) calls.push(call);
+      }
     });
     page.on('requestfailed', (r) => {
       const f = r.failure();

@@ -6,6 +6,7 @@ import contextlib
 import ipaddress
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -934,3 +935,25 @@ def fleet(cluster):
             cleanup_node_state(node.data_dir)
         link.remove()
         shutil.rmtree(d, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------
+# The console calls documented routes only: the browser tests record each
+# API call (tests/browser/lib.mjs, results.api_calls: "METHOD /v1/path") and
+# check them against docs/api/openapi.yaml's paths.
+
+def undocumented_calls(calls):
+    """The calls ("GET /v1/instances/i-x") no documented route matches."""
+    import yaml
+    with open(os.path.join(ROOT, "docs", "api", "openapi.yaml")) as f:
+        paths = yaml.safe_load(f)["paths"]
+    routes = []
+    for template, ops in paths.items():
+        rx = re.compile("^" + re.sub(r"\\\{[^/]+\\\}", "[^/]+", re.escape(template)) + "$")
+        routes += [(method.upper(), rx) for method in ops]
+    out = []
+    for call in calls:
+        method, _, path = call.partition(" ")
+        if not any(m == method and rx.match(path) for m, rx in routes):
+            out.append(call)
+    return out

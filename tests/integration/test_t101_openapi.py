@@ -670,6 +670,20 @@ def test_hosts_images_instances_match_the_schemas(spec, server):
     shown = {i["name"]: i for i in images["items"]}
     assert shown[image]["state"] == "ready" and shown[image]["nodes"] == 1
     assert shown[other_image]["state"] == "pending"
+    # the image on each host of its region: ready where reported, missing on
+    # the host that said nothing of it; admins only
+    hpath = f"/v1/admin/images/{image}/hosts"
+    hosts = check(spec, server.request("GET", hpath, token=admin), "GET", hpath, 200,
+                  "/v1/admin/images/{id}/hosts")
+    states = {h["node_id"]: (h["state"], h["size_bytes"]) for h in hosts["items"]}
+    assert states == {node: ("ready", 123456789), other["node_id"]: ("missing", 0)}, hosts
+    assert [h["updated_at"] for h in hosts["items"] if h["node_id"] == other["node_id"]] == [None]
+    r = server.request("GET", hpath, token=tok)
+    check(spec, r, "GET", hpath, 404, "/v1/admin/images/{id}/hosts")
+    r = server.request("GET", "/v1/admin/images/no-such-image/hosts", token=admin)
+    check(spec, r, "GET", "/v1/admin/images/no-such-image/hosts", 404,
+          "/v1/admin/images/{id}/hosts")
+    assert r.code == "no_such_image"
 
     # instances: refusals first
     create = {"region": region, "gpu_model": model, "gpus": 2, "image": image}
@@ -807,6 +821,12 @@ def test_hosts_images_instances_match_the_schemas(spec, server):
     r = server.request("GET", "/v1/bills?month=2026-13", token=admin)
     check(spec, r, "GET", "/v1/bills", 400)
     assert r.code == "invalid_parameter"
+    for by in ("day", "instance", "kind", "user"):
+        bill = check(spec, server.request("GET", f"/v1/admin/bills?by={by}", token=admin), "GET",
+                     "/v1/admin/bills", 200)
+        assert bill["by"] == by and bill["rows"], bill
+    r = server.request("GET", "/v1/admin/bills?by=week", token=admin)
+    check(spec, r, "GET", "/v1/admin/bills", 400)
     charges = check(spec, server.request("GET", f"/v1/bills/charges?instance={a['id']}&limit=1",
                                          token=admin), "GET", "/v1/bills/charges", 200)
     assert charges["items"] and charges["next_cursor"] is not None

@@ -24,8 +24,8 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, PASSWORD, ROOT, host_leftovers, random_id_number, unique_email, \
-    wait_for
+from conftest import BUILD, PASSWORD, ROOT, host_leftovers, random_id_number, \
+    undocumented_calls, unique_email, wait_for
 
 SCRIPT = os.path.join(ROOT, "tests", "browser", "t510_renter.mjs")
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
@@ -50,6 +50,9 @@ def browse(script, env, timeout=900):
     out = json.loads(lines[-1])
     assert out["ok"], f"{os.path.basename(script)}:\n" + "\n".join(out["failures"]) + \
         "\n" + p.stderr[-3000:]
+    # the API stays the one source of truth: only documented routes
+    calls = out["results"].get("api_calls", [])
+    assert calls and not undocumented_calls(calls), undocumented_calls(calls)
     return out
 
 

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, PASSWORD, ROOT
+from conftest import BUILD, PASSWORD, ROOT, undocumented_calls
 
 SCRIPT = os.path.join(ROOT, "tests", "browser", "t531_terminal.mjs")
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
@@ -46,6 +46,8 @@ def test_terminal_in_the_console(cluster):
         assert out["ok"], "\n".join(out["failures"]) + "\n" + p.stderr[-3000:] + \
             "\n" + tmux + "\n" + log
         assert out["results"]["hostname"] and out["results"]["reattached"]
+        calls = out["results"].get("api_calls", [])
+        assert calls and not undocumented_calls(calls), undocumented_calls(calls)
         assert out["results"]["terminal_host"] == \
             f"{inst['id']}-terminal.localhost:{cluster.node.proxy_port}"
     finally:

@@ -8,7 +8,9 @@ cordons, drains (with migrate) and uncordons the host (the last with the
 keyboard only, at phone width); each change is checked through the API after
 the browser made it. axe-core runs on every admin page and dialog; any
 console error or request leaving the origin fails. A renter opening
-/admin/hosts sees no fleet data. Screenshots land in
+/admin/hosts sees no fleet data. On the shared cluster, a renter's instance
+runs and is charged, and the usage page shows today's revenue as GET
+/v1/admin/bills has it. Screenshots land in
 $SUANLI_BUILD/artifacts/t540-admin-*/."""
 import glob
 import json
@@ -16,14 +18,18 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 
 import pytest
 
-from conftest import (BUILD, PASSWORD, ROOT, TEST_PORTS, Node, Server, cleanup_host, free_port,
-                      random_id_number, wait_for)
+from conftest import (BUILD, PASSWORD, ROOT, TEST_PORTS, undocumented_calls, Node, Server, cleanup_host, free_port,
+                      random_id_number, side_network, wait_for)
 
 SCRIPT = os.path.join(ROOT, "tests", "browser", "admin.mjs")
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+# the host's own bridge and /24, beside the shared cluster's (whose node
+# test_usage_shows_todays_revenue uses): neither touches the other's
+NET = side_network(10, "ca")
 INJECTED = '<img src="/x-injected" onerror="document.title=1">'  # a renter's name
 
 pytestmark = [
@@ -58,7 +64,7 @@ def site():
                            token=server.admin_token)
         assert r.status == 201, r
         node = Node(server, os.path.join(d, "node"), r.json["token"], gpus="2:RTX 4090",
-                    proxy_port=proxy_port, extra=["--set", "hostname=t540-host"])
+                    proxy_port=proxy_port, network=NET, extra=["--set", "hostname=t540-host"])
         node.start()
         wait_for(lambda: server.request("GET", f"/v1/admin/nodes/{node.node_id}",
                                         token=server.admin_token).json["state"] == "online",
@@ -69,7 +75,7 @@ def site():
             node.stop()
         server.stop()
         if node:
-            cleanup_host(node.data_dir)
+            cleanup_host(node.data_dir, bridge=NET[0], prefix=NET[2])
         shutil.rmtree(d, ignore_errors=True)
 
 
@@ -84,6 +90,9 @@ def browse(server, phase, email, password, **env):
     out = json.loads(lines[-1])
     assert out["ok"], f"admin.mjs {phase}:\n" + "\n".join(out["failures"]) + "\n" + p.stderr[-3000:]
     assert p.returncode == 0, p.stderr
+    # the pages call documented routes only
+    calls = out["results"].get("api_calls", [])
+    assert calls and not undocumented_calls(calls), undocumented_calls(calls)
     return out["results"]
 
 
@@ -192,8 +201,10 @@ def test_image_import_from_the_browser(site, tmp_path):
     archive = str(tmp_path / "rootfs.tar.gz")
     subprocess.run(["tar", "-C", str(root), "-czf", archive, "."], check=True)
     res = browse(server, "images", "admin@localhost", server.admin_password,
-                 ARCHIVE=archive, IMAGE_NAME="t540-img")
+                 ARCHIVE=archive, IMAGE_NAME="t540-img", NODE_ID=node.node_id)
     assert "t540-img uploaded" in res["notice"]
+    # the per-host dialog shows what the host reported (GET .../hosts)
+    assert res["perHost"] == "ready", res
     images = {i["name"]: i for i in admin_get(server, "/v1/images?limit=500")["items"]}
     assert images["t540-img"]["description"] == "uploaded by t540"
     # the token the page made for the upload is gone
@@ -219,6 +230,46 @@ def test_page_logic():
                                                        "admin-logic.test.mjs")],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
+
+
+def test_usage_shows_todays_revenue(cluster):
+    """The usage page's revenue per day comes from GET /v1/admin/bills: after
+    a renter's instance ran and a billing pass charged it, today's row, bar
+    and month total are the API's figures (on the shared cluster, which has
+    an image to run)."""
+    s = cluster.server
+    user = cluster.renter()
+    iid = cluster.create(user)["id"]
+
+    def charged():
+        r = s.request("POST", "/v1/admin/billing/run", {}, token=s.admin_token)
+        assert r.status == 200, r
+        return cluster.get(user, iid)["charged_micros"] > 0
+    wait_for(charged, timeout=30, interval=0.5, what="a first charge")
+    assert cluster.verb(user, iid, "release").status == 200
+
+    def settled():  # its charges change no more
+        s.request("POST", "/v1/admin/billing/run", {}, token=s.admin_token)
+        ms = s.request("GET", f"/v1/instances/{iid}/meters", token=user["token"]).json["items"]
+        return all(m["ended_at"] and m["settled_until"] == m["ended_at"] for m in ms)
+    wait_for(settled, timeout=60, interval=0.5, what="the meters settled")
+
+    def today():
+        bill = admin_get(s, "/v1/admin/bills?by=day")
+        return bill, {r["day"]: r["amount_micros"] for r in bill["rows"]}
+    day = time.strftime("%Y-%m-%d", time.gmtime())
+    before, days = today()
+    assert days.get(day, 0) > 0, before
+    res = browse(s, "revenue", "admin@localhost", s.admin_password, DAY=day)
+    after, days_after = today()
+    # the figure the page showed is the API's (another module's instance
+    # of this session may have been charged meanwhile: either reading)
+    assert res["today"]["amount"] in (days[day], days_after[day]), (res, before, after)
+    assert res["bar"] == res["today"]["amount"]
+    assert res["month"]["month"] == before["month"]
+    assert res["month"]["total"] in (before["total_micros"], after["total_micros"]), res
+    assert res["readings"] == [], "no revenue is kept in the browser any more"
+    assert res["other"] == {"total": 0, "rows": 0}, res
 
 
 def test_renter_sees_no_fleet(site):

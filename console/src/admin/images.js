@@ -1,6 +1,6 @@
 // Images: every image with its state and how many hosts hold it ready
-// (GET /v1/images: the API reports a count of hosts, not each host's own
-// state), build one from a recipe (POST /v1/admin/images) and import an
+// (GET /v1/images), its state on each host of its region (GET
+// /v1/admin/images/{name}/hosts, in a dialog), build one from a recipe (POST /v1/admin/images) and import an
 // archive (PUT /v1/admin/images/{name}/archive).
 //
 // The archive is not JSON, and a change made with the session cookie must be
@@ -12,7 +12,7 @@ import { html, useState, useEffect } from '../lib/ui.js';
 import { api, ApiError } from '../lib/api.js';
 import { addMessages, t } from '../lib/i18n.js';
 import { fmtBytes, fmtDateTime, fmtNumber } from '../lib/format.js';
-import { Page, ErrorBox, Field, Spinner, Badge, Table } from '../lib/components.js';
+import { Page, ErrorBox, Field, Spinner, Badge, Table, Dialog } from '../lib/components.js';
 import { useLoad, useAction, LoadError } from './common.js';
 
 addMessages({
@@ -30,6 +30,13 @@ addMessages({
     'admin.img.state.building': 'building',
     'admin.img.state.failed': 'failed',
     'admin.img.state.pending': 'pending',
+    'admin.img.state.missing': 'not yet reported',
+    'admin.img.perHost': 'Per host',
+    'admin.img.perHostTitle': '{name} on each host',
+    'admin.img.col.host': 'Host',
+    'admin.img.col.region': 'Region',
+    'admin.img.col.updated': 'Reported',
+    'admin.img.noHosts': 'No host in its region.',
     'admin.img.empty': 'No image yet: build one from a recipe or import an archive.',
     'admin.img.build': 'Build an image from a recipe',
     'admin.img.name': 'Name',
@@ -66,6 +73,13 @@ addMessages({
     'admin.img.col.content': '系统 / Python / CUDA / 框架',
     'admin.img.col.size': '大小',
     'admin.img.col.created': '添加时间',
+    'admin.img.state.missing': '尚未报告',
+    'admin.img.perHost': '各主机',
+    'admin.img.perHostTitle': '{name} 在各主机上',
+    'admin.img.col.host': '主机',
+    'admin.img.col.region': '地区',
+    'admin.img.col.updated': '报告时间',
+    'admin.img.noHosts': '其地区没有主机。',
     'admin.img.state.ready': '就绪',
     'admin.img.state.building': '构建中',
     'admin.img.state.failed': '失败',
@@ -98,7 +112,7 @@ addMessages({
   },
 });
 
-const KIND = { ready: 'ok', building: 'info', failed: 'bad', pending: 'warn' };
+const KIND = { ready: 'ok', building: 'info', failed: 'bad', pending: 'warn', missing: 'warn' };
 
 // PUT the file with a bearer token; resolves to the parsed answer, rejects
 // with ApiError as api.js does. XMLHttpRequest for the upload's progress.
@@ -230,11 +244,41 @@ function Import({ regions, onDone }) {
   </details>`;
 }
 
+// The image on each host of its region, as the hosts last reported it.
+function PerHost({ image, onClose }) {
+  const hosts = useLoad(() => api.get(`/v1/admin/images/${encodeURIComponent(image)}/hosts`).then((r) => r.items), [image]);
+  // while a host has not reported it ready (or failed), look again every 5 s
+  const waiting = (hosts.data || []).some((h) => h.state === 'missing' || h.state === 'building');
+  useEffect(() => {
+    if (!waiting) return undefined;
+    const id = setInterval(() => hosts.reload(true), 5000);
+    return () => clearInterval(id);
+  }, [waiting]);
+  const cols = [
+    { key: 'host', label: t('admin.img.col.host'), render: (h) => html`${h.hostname} <span class="muted mono">${h.node_id}</span>` },
+    { key: 'region', label: t('admin.img.col.region') },
+    {
+      key: 'state',
+      label: t('admin.img.col.state'),
+      render: (h) => html`<span data-host=${h.node_id} data-value=${h.state}><${Badge} kind=${KIND[h.state]}>${t('admin.img.state.' + h.state)}</${Badge}></span>
+        ${h.message ? html`<div class="muted">${h.message}</div>` : null}`,
+    },
+    { key: 'size', label: t('admin.img.col.size'), class: 'num', render: (h) => (h.size_bytes ? fmtBytes(h.size_bytes) : '—') },
+    { key: 'updated', label: t('admin.img.col.updated'), render: (h) => (h.updated_at ? fmtDateTime(h.updated_at) : '—') },
+  ];
+  return html`<${Dialog} open=${true} wide=${true} title=${t('admin.img.perHostTitle', { name: image })} onClose=${onClose}>
+    <${LoadError} error=${hosts.error} />
+    ${hosts.loading && !hosts.data ? html`<${Spinner} />` : null}
+    ${hosts.data ? html`<${Table} columns=${cols} rows=${hosts.data} rowKey=${(h) => h.node_id} empty=${t('admin.img.noHosts')} caption=${t('admin.img.perHostTitle', { name: image })} />` : null}
+  </${Dialog}>`;
+}
+
 export default function Images() {
   const images = useLoad(() => api.all('/v1/images'), []);
   const regions = useLoad(() => api.get('/v1/admin/regions').then((r) => r.items), []);
   const nodes = useLoad(() => api.all('/v1/admin/nodes'), []);
   const [notice, setNotice] = useState(null);
+  const [perHost, setPerHost] = useState(null);
   const list = images.data || [];
   const busy = list.some((i) => i.state === 'pending' || i.state === 'building');
   // while a host builds or fetches one, look again every 5 s
@@ -260,7 +304,12 @@ export default function Images() {
       render: (i) => html`<span data-field="state" data-value=${i.state}><${Badge} kind=${KIND[i.state]}>${t('admin.img.state.' + i.state)}</${Badge}></span>
         ${i.message ? html`<div class="muted">${i.message}</div>` : null}`,
     },
-    { key: 'nodes', label: t('admin.img.col.nodes'), class: 'num', render: (i) => fmtNumber(i.nodes) },
+    {
+      key: 'nodes',
+      label: t('admin.img.col.nodes'),
+      class: 'num',
+      render: (i) => html`${fmtNumber(i.nodes)} <button type="button" class="small" data-per-host=${i.name} onClick=${() => setPerHost(i.name)}>${t('admin.img.perHost')}</button>`,
+    },
     { key: 'content', label: t('admin.img.col.content'), render: (i) => [i.os, i.python, i.cuda, i.framework].map((x) => x || '—').join(' / ') },
     { key: 'size', label: t('admin.img.col.size'), class: 'num', render: (i) => (i.size_bytes ? fmtBytes(i.size_bytes) : '—') },
     { key: 'created', label: t('admin.img.col.created'), render: (i) => fmtDateTime(i.created_at) },
@@ -276,5 +325,6 @@ export default function Images() {
       ? html`<${Build} regions=${regionList} onDone=${done} />
         <${Import} regions=${regionList} onDone=${done} />`
       : null}
+    ${perHost ? html`<${PerHost} image=${perHost} onClose=${() => setPerHost(null)} />` : null}
   </${Page}>`;
 }

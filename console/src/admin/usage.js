@@ -1,21 +1,20 @@
-// Usage and revenue. The API has no route for the fleet's revenue per day
-// (GET /v1/bills is the caller's own bill), so this page computes in the
-// browser, from documented routes only:
+// Usage and revenue, from documented routes only:
 //   - usage now, from GET /v1/admin/nodes: GPUs held of total per region
 //     and model, instances by state, and the pay-as-you-go GPU charges per
 //     hour at the prices in effect (GET /v1/admin/gpu-models?region=R);
 //   - revenue: the total charged to date (charges_total_micros of GET
-//     /v1/admin/billing/check, which also says the ledger agrees), and per
-//     day the growth of that total between the moments this page read it,
-//     kept in this browser's localStorage: a day's figure covers only the
-//     time between readings, which the table shows.
+//     /v1/admin/billing/check, which also says the ledger agrees), and a
+//     chosen month's revenue and GPU-hours per day (GET /v1/admin/bills,
+//     all renters' charges summed per UTC day), as a table and the renter
+//     billing page's bar chart.
 // Plus the billing and ledger checks and a billing pass on demand.
-import { html, useState, useEffect } from '../lib/ui.js';
+import { html, useState } from '../lib/ui.js';
 import { api } from '../lib/api.js';
 import { addMessages, t } from '../lib/i18n.js';
-import { fmtMoney, fmtNumber, fmtDateTime } from '../lib/format.js';
-import { Page, ErrorBox, Spinner, Badge, Table } from '../lib/components.js';
+import { fmtMoney, fmtNumber } from '../lib/format.js';
+import { Page, ErrorBox, Spinner, Badge, Table, Field } from '../lib/components.js';
 import { useLoad, useAction, LoadError } from './common.js';
+import { DayChart } from '../renter/billing.js';
 
 addMessages({
   en: {
@@ -48,14 +47,15 @@ addMessages({
     'admin.usage.total': 'Charged to renters to date',
     'admin.usage.ledgerAgrees': 'the ledger agrees',
     'admin.usage.ledgerDiffers': 'the ledger says {amount}: run the checks below',
-    'admin.usage.perDayTitle': 'Charged per day',
-    'admin.usage.perDayNote': 'The API gives no revenue per day, so this browser works it out: it records the total charged each time this page reads it (on opening, then every 10 minutes while it is open) and shows how much it grew. A day\'s figure covers only the span shown beside it.',
+    'admin.usage.perDayTitle': 'Revenue per day',
+    'admin.usage.month': 'Month',
+    'admin.usage.perDayNote': 'All renters\' charges of the month per UTC day; a charge counts on the day its period starts. GPU-hours: the GPUs pay-as-you-go instances held, times the hours settled.',
     'admin.usage.col.day': 'Day (UTC)',
-    'admin.usage.col.charged': 'Charged',
-    'admin.usage.col.span': 'Between readings',
-    'admin.usage.spanValue': '{from} – {to}',
-    'admin.usage.noDays': 'Not enough readings yet: come back later, or leave this page open.',
-    'admin.usage.forget': 'Forget the readings',
+    'admin.usage.col.charged': 'Revenue',
+    'admin.usage.col.gpuHours': 'GPU-hours',
+    'admin.usage.col.charges': 'Charges',
+    'admin.usage.monthTotal': 'Total for {month}',
+    'admin.usage.noDays': 'No charges in this month.',
     'admin.usage.checks': 'Checks',
     'admin.usage.billingCheck': 'Billing invariants',
     'admin.usage.ledgerCheck': 'Ledger invariants',
@@ -67,7 +67,7 @@ addMessages({
     'admin.usage.ran': 'Billing pass: {settlements} settlements of {meters} meters, {stopped} stopped, {warnings} warnings, {released} released, {renewed} plans renewed, {expired} plans ended ({ms} ms).',
     'admin.usage.models': 'GPUs per region and model',
     'admin.usage.states': 'Instances by state',
-    'admin.usage.days': 'Charged per day',
+    'admin.usage.days': 'Revenue per day',
   },
   zh: {
     'admin.usage.title': '用量与收入',
@@ -99,14 +99,15 @@ addMessages({
     'admin.usage.total': '累计向租户收费',
     'admin.usage.ledgerAgrees': '与账本一致',
     'admin.usage.ledgerDiffers': '账本记录为 {amount}：请运行下方的检查',
-    'admin.usage.perDayTitle': '每日收费',
-    'admin.usage.perDayNote': 'API 没有提供每日收入，因此由本浏览器计算：每次读取（打开页面时，之后保持打开每 10 分钟一次）都会记录累计收费，并显示其增长。每天的数字只覆盖旁边所示的时间段。',
+    'admin.usage.perDayTitle': '每日收入',
+    'admin.usage.month': '月份',
+    'admin.usage.perDayNote': '当月所有租户的费用按 UTC 日汇总；费用计入其计费区间开始的那一天。GPU 小时：按量计费实例占用的 GPU 数乘以已结算的小时数。',
     'admin.usage.col.day': '日期（UTC）',
-    'admin.usage.col.charged': '收费',
-    'admin.usage.col.span': '读取区间',
-    'admin.usage.spanValue': '{from} – {to}',
-    'admin.usage.noDays': '读取次数还不够：请稍后再来，或保持此页打开。',
-    'admin.usage.forget': '清除读取记录',
+    'admin.usage.col.charged': '收入',
+    'admin.usage.col.gpuHours': 'GPU 小时',
+    'admin.usage.col.charges': '费用笔数',
+    'admin.usage.monthTotal': '{month} 合计',
+    'admin.usage.noDays': '本月没有费用。',
     'admin.usage.checks': '检查',
     'admin.usage.billingCheck': '计费不变量',
     'admin.usage.ledgerCheck': '账本不变量',
@@ -118,7 +119,7 @@ addMessages({
     'admin.usage.ran': '计费完成：{meters} 个计量结算 {settlements} 次，停止 {stopped} 个，警告 {warnings} 次，释放 {released} 个，续费 {renewed} 个包期，结束 {expired} 个包期（{ms} 毫秒）。',
     'admin.usage.models': '各地区各型号 GPU',
     'admin.usage.states': '各状态实例数',
-    'admin.usage.days': '每日收费',
+    'admin.usage.days': '每日收入',
   },
 });
 
@@ -167,51 +168,24 @@ export function instanceStates(nodes) {
   return [...by.values()].sort((a, b) => b.count - a.count);
 }
 
-const KEY = 'suanli.admin.charged';
-const KEEP = 2000;
-
-export function loadReadings() {
-  try {
-    const v = JSON.parse(localStorage.getItem(KEY) || '[]');
-    return Array.isArray(v) ? v.filter((r) => r && typeof r.at === 'string' && Number.isFinite(r.total)) : [];
-  } catch (e) {
-    return [];
-  }
+export function thisMonth(now = new Date()) {
+  return now.toISOString().slice(0, 7);
 }
 
-// Adds a reading; a run of equal totals keeps its first and last reading.
-export function addReading(list, at, total) {
-  const out = list.slice();
-  const n = out.length;
-  if (n >= 2 && out[n - 1].total === total && out[n - 2].total === total) out[n - 1] = { at, total };
-  else out.push({ at, total });
-  return out.slice(-KEEP);
+// GPU-hours from GPU-seconds, to two decimals (a display figure, not money).
+export function gpuHours(seconds) {
+  return Math.round((seconds || 0) / 36) / 100;
 }
 
-function saveReadings(list) {
-  try {
-    localStorage.setItem(KEY, JSON.stringify(list));
-  } catch (e) {
-    /* storage off or full: the table shows this visit only */
-  }
-}
-
-// Per UTC day of the later reading: the growth between consecutive
-// readings, and the span it covers.
-export function perDay(readings) {
-  const sorted = readings.slice().sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
-  const days = new Map();
-  for (let i = 1; i < sorted.length; i++) {
-    const a = sorted[i - 1];
-    const b = sorted[i];
-    const day = b.at.slice(0, 10);
-    const d = days.get(day) || { key: day, day, charged: 0, from: a.at, to: b.at };
-    d.charged += b.total - a.total;
-    if (a.at < d.from) d.from = a.at;
-    d.to = b.at;
-    days.set(day, d);
-  }
-  return [...days.values()].sort((x, y) => (x.day < y.day ? 1 : -1));
+// The month's rows of GET /v1/admin/bills?by=day, newest day first, with
+// the GPU-hours, and the month's totals.
+export function monthDays(bill) {
+  const days = bill.rows
+    .map((r) => ({ key: r.key, day: r.day, amount: r.amount_micros, charges: r.charges, gpuHours: gpuHours(r.gpu_seconds) }))
+    .sort((a, b) => (a.day < b.day ? 1 : -1));
+  const gpuSeconds = bill.rows.reduce((s, r) => s + (r.gpu_seconds || 0), 0);
+  const charges = bill.rows.reduce((s, r) => s + r.charges, 0);
+  return { days, total: bill.total_micros, charges, gpuHours: gpuHours(gpuSeconds) };
 }
 
 async function loadFleet() {
@@ -239,26 +213,17 @@ export default function Usage() {
   const fleet = useLoad(loadFleet, [], { poll: 30000 });
   // both checks read every meter, charge and ledger entry: every 10 minutes
   const checks = useLoad(loadChecks, [], { poll: 600000 });
-  const [readings, setReadings] = useState(loadReadings);
+  const [month, setMonth] = useState(thisMonth());
+  const bill = useLoad(() => api.get('/v1/admin/bills', { month, by: 'day' }), [month], { poll: 600000 });
   const run = useAction();
   const [ran, setRan] = useState(null);
-
-  useEffect(() => {
-    if (!checks.data) return;
-    const next = addReading(loadReadings(), checks.data.at, checks.data.billing.charges_total_micros);
-    saveReadings(next);
-    setReadings(next);
-  }, [checks.data]);
 
   const billingRun = () => run.run(async () => {
     setRan(await api.post('/v1/admin/billing/run', {}, { idempotent: false }));
     checks.reload(true);
     fleet.reload(true);
+    bill.reload(true);
   });
-  const forget = () => {
-    saveReadings([]);
-    setReadings([]);
-  };
 
   const f = fleet.data;
   const rows = f ? usageRows(f.nodes, f.prices) : null;
@@ -268,7 +233,7 @@ export default function Usage() {
   const perHour = rows ? rows.reduce((s, r) => s + r.perHour, 0) : 0;
   const online = f ? f.nodes.filter((n) => n.state === 'online').length : 0;
   const c = checks.data;
-  const days = perDay(readings);
+  const m = bill.data ? monthDays(bill.data) : null;
 
   const modelCols = [
     { key: 'region', label: t('admin.usage.col.region') },
@@ -288,8 +253,9 @@ export default function Usage() {
   ];
   const dayCols = [
     { key: 'day', label: t('admin.usage.col.day') },
-    { key: 'charged', label: t('admin.usage.col.charged'), class: 'num', render: (d) => fmtMoney(d.charged) },
-    { key: 'span', label: t('admin.usage.col.span'), render: (d) => t('admin.usage.spanValue', { from: fmtDateTime(d.from), to: fmtDateTime(d.to) }) },
+    { key: 'charged', label: t('admin.usage.col.charged'), class: 'num', render: (d) => html`<span data-day=${d.day} data-amount=${d.amount}>${fmtMoney(d.amount)}</span>` },
+    { key: 'gpuHours', label: t('admin.usage.col.gpuHours'), class: 'num', render: (d) => fmtNumber(d.gpuHours) },
+    { key: 'charges', label: t('admin.usage.col.charges'), class: 'num', render: (d) => fmtNumber(d.charges) },
   ];
   const okBadge = (ok) => html`<${Badge} kind=${ok ? 'ok' : 'bad'}>${t(ok ? 'admin.usage.ok' : 'admin.usage.bad')}</${Badge}>`;
 
@@ -319,9 +285,22 @@ export default function Usage() {
         </div>`
       : checks.loading ? html`<${Spinner} />` : null}
     <h3>${t('admin.usage.perDayTitle')}</h3>
+    <div class="actions">
+      <${Field} label=${t('admin.usage.month')}>
+        <input type="month" name="month" value=${month} max=${thisMonth()} onChange=${(e) => e.target.value && setMonth(e.target.value)} />
+      </${Field}>
+    </div>
     <p class="hint">${t('admin.usage.perDayNote')}</p>
-    <${Table} columns=${dayCols} rows=${days} rowKey=${(d) => d.key} empty=${t('admin.usage.noDays')} caption=${t('admin.usage.days')} />
-    ${readings.length ? html`<p><button type="button" class="small" onClick=${forget}>${t('admin.usage.forget')}</button></p>` : null}
+    <${LoadError} error=${bill.error} />
+    ${m
+      ? html`<div class="grid" data-testid="usage-month" data-month=${bill.data.month} data-total=${m.total}>
+          <${Stat} label=${t('admin.usage.monthTotal', { month: bill.data.month })} value=${html`<span data-field="month-total">${fmtMoney(m.total)}</span>`} />
+          <${Stat} label=${t('admin.usage.col.gpuHours')} value=${html`<span data-field="month-gpu-hours">${fmtNumber(m.gpuHours)}</span>`} />
+          <${Stat} label=${t('admin.usage.col.charges')} value=${fmtNumber(m.charges)} />
+        </div>
+        <${DayChart} bill=${bill.data} />
+        <${Table} columns=${dayCols} rows=${m.days} rowKey=${(d) => d.key} empty=${t('admin.usage.noDays')} caption=${t('admin.usage.days')} />`
+      : bill.loading ? html`<${Spinner} />` : null}
     <h2>${t('admin.usage.checks')}</h2>
     ${c
       ? html`<dl class="kv">
