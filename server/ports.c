@@ -138,21 +138,9 @@ char *ports_terminal_url(const struct server_config *cfg, const char *id)
 bool ports_parse_host(const char *host, const char *domain, char *id, int64_t *port)
 {
     char h[256];
-    size_t n = strcspn(host ? host : "", ":");
-    size_t dn = strlen(domain);
 
-    if (!host || n == 0 || n >= sizeof(h))
-        return false;
-    for (size_t i = 0; i < n; i++)
-        h[i] = (char)tolower((unsigned char)host[i]);
-    h[n] = '\0';
-    if (n > 0 && h[n - 1] == '.') /* a fully qualified "name." */
-        h[--n] = '\0';
     /* LABEL "." DOMAIN, LABEL = ID "-" PORT */
-    if (n < dn + 2 || strcmp(h + n - dn, domain) != 0 || h[n - dn - 1] != '.')
-        return false;
-    h[n - dn - 1] = '\0';
-    if (strchr(h, '.'))
+    if (!host_label(host, domain, h))
         return false;
     char *dash = strrchr(h, '-');
     if (!dash || !dash[1] || strspn(dash + 1, "0123456789") != strlen(dash + 1) ||
