@@ -268,7 +268,12 @@ def test_a_plan_is_paid_up_front_keeps_its_gpus_and_refunds_the_rest(cluster):
     cluster.wait_state(user, iid, "running")
 
     # back to pay-as-you-go: what comes back is the price less the time used
-    # at the pay-as-you-go rate (no discount for part of a day)
+    # at the pay-as-you-go rate (no discount for part of a day); a start and
+    # a stop now fit in the plan's first second, so wait for the clock to
+    # pass it (whole seconds are billed)
+    bought_at = epoch([c for c in pages(cluster, user, f"/v1/bills/charges?instance={iid}")
+                       if c["kind"] == "plan"][0]["period_from"])
+    wait_for(lambda: time.time() >= bought_at + 1.2, timeout=5, what="a second of the plan")
     r = cluster.server.request("POST", f"/v1/instances/{iid}/plan", {"plan": "payg"},
                                token=user["token"])
     assert r.status == 200 and r.json["plan"] == "payg", r
