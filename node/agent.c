@@ -146,6 +146,15 @@ static void setup_terminal(struct agent *a)
 
     if (!a->proxy.nginx || cfg->terminal_max_per_instance == 0)
         return;
+    /* the runtime's exec joins the instance's mount namespace and lands on
+     * its root: outside a chroot the instance's, inside one the host's (seen
+     * under fresh-machine: the shell ran on the host's files) */
+    if (fs_chrooted()) {
+        log_warn("agent: no terminals on this host: the agent runs in a chroot, where the "
+                 "runtime's exec would start a terminal's shell on the host's root instead of "
+                 "the instance's; run the agent outside a chroot");
+        return;
+    }
     a->terminal_socket = *cfg->terminal_socket
                              ? xstrdup(cfg->terminal_socket)
                              : xasprintf("/run/suanli-node/terminal-%s.sock", a->node_id);

@@ -4,6 +4,8 @@
 #include "../lib/xalloc.h"
 
 #include <dirent.h>
+#include <sched.h>
+#include <sys/wait.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -150,4 +152,25 @@ int fs_remove_tree(const char *path, struct sl_error *err)
         return sl_fail_errno(err, "unable to stat '%s'", path);
     }
     return remove_at(AT_FDCWD, path, st.st_dev, path, err);
+}
+
+bool fs_chrooted(void)
+{
+    struct stat mine;
+    if (stat("/", &mine) < 0)
+        return false;
+    pid_t pid = fork();
+    if (pid < 0)
+        return false;
+    if (pid == 0) {
+        struct stat there;
+        int fd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || setns(fd, CLONE_NEWNS) < 0 || stat("/", &there) < 0)
+            _exit(0);
+        _exit(there.st_dev != mine.st_dev || there.st_ino != mine.st_ino);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 1;
 }

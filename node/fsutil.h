@@ -3,6 +3,7 @@
 #ifndef SL_NODE_FSUTIL_H
 #define SL_NODE_FSUTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -24,5 +25,12 @@ char *fs_read_file(const char *path, size_t max_len, size_t *len, struct sl_erro
  * inside is SL_E_CONFLICT ("mounted") and nothing under it is touched. A
  * missing path is a no-op. */
 int fs_remove_tree(const char *path, struct sl_error *err);
+
+/* Whether this process runs in a chroot: a process that setns()es into its
+ * mount namespace lands on the namespace's root, outside the chroot. lxcfs
+ * does, and so does the runtime's exec (a terminal's shell would start on
+ * the host's root, not the instance's). A child does the same and compares
+ * the root it lands on. */
+bool fs_chrooted(void);
 
 #endif

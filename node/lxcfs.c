@@ -130,31 +130,6 @@ static bool installed(const char *program)
     return false;
 }
 
-/* Whether this process runs in a chroot, where lxcfs cannot work: it
- * setns()es back into its mount namespace, which moves it to the namespace's
- * root, outside the chroot, where the mount point it was given does not
- * exist. A child does what lxcfs does and compares the root it lands on. */
-static bool chrooted(void)
-{
-    struct stat mine;
-    if (stat("/", &mine) < 0)
-        return false;
-    pid_t pid = fork();
-    if (pid < 0)
-        return false;
-    if (pid == 0) {
-        struct stat there;
-        int fd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
-        if (fd < 0 || setns(fd, CLONE_NEWNS) < 0 || stat("/", &there) < 0)
-            _exit(0);
-        _exit(there.st_dev != mine.st_dev || there.st_ino != mine.st_ino);
-    }
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    return WIFEXITED(status) && WEXITSTATUS(status) == 1;
-}
-
 int lxcfs_ensure(const char *mode, const char *data_dir, char **dir, bool *own,
                  struct sl_error *err)
 {
@@ -178,7 +153,7 @@ int lxcfs_ensure(const char *mode, const char *data_dir, char **dir, bool *own,
                  "lxcfs, scripts/deps.sh run), or set lxcfs = off to silence this");
         return 0;
     }
-    if (chrooted()) {
+    if (fs_chrooted()) {
         log_warn("lxcfs: this agent runs in a chroot, where lxcfs cannot mount (it leaves "
                  "the chroot): instances see the host's memory and CPUs in free, top and "
                  "/proc (their limits hold all the same); run the agent outside a chroot, "
