@@ -92,6 +92,7 @@ fi
 cat <<MSG
 
 suanli is up: API $url, data in $data${node:+, node in $node_data}.
+The web console: $url/ (admin@localhost, the password in $data/admin-password).
 In another terminal:
     export SUANLI_URL=$url PATH=\$PWD/build:\$PATH
     suanli login --email admin@localhost     # password: $data/admin-password
