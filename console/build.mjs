@@ -21,28 +21,6 @@ const report = arg('--report', null);
 const budgetKB = Number(arg('--budget-kb', '150'));
 const src = join(here, 'src');
 
-// Pages other people write may not exist yet when this builds: a dynamic
-// import() of a missing module under src/ resolves to a stub whose default
-// export is null, and the page that loads it says the feature is
-// unavailable (a warning names each one). A static import still fails.
-const stubbed = [];
-const optionalPlugin = {
-  name: 'optional-modules',
-  setup(b) {
-    b.onResolve({ filter: /^\.\.?\/.*\.js$/ }, (a) => {
-      if (a.kind !== 'dynamic-import' || !a.importer) return undefined;
-      const p = resolve(dirname(a.importer), a.path);
-      if (!p.startsWith(src + '/') || existsSync(p)) return undefined;
-      stubbed.push(relative(here, p));
-      return { path: p, namespace: 'missing' };
-    });
-    b.onLoad({ filter: /.*/, namespace: 'missing' }, () => ({
-      contents: 'export const unavailable = true; export default null;',
-      loader: 'js',
-    }));
-  },
-};
-
 const tmp = out + '.tmp';
 rmSync(tmp, { recursive: true, force: true });
 mkdirSync(join(tmp, 'assets'), { recursive: true });
@@ -63,11 +41,9 @@ const result = await esbuild.build({
   legalComments: 'none',
   charset: 'utf8',
   logLevel: 'warning',
-  plugins: [optionalPlugin],
   loader: { '.woff2': 'file' },
 });
 
-for (const p of stubbed) console.warn(`console: ${p} does not exist yet: built as 'unavailable'`);
 const meta = result.metafile.outputs;
 const rel = (p) => relative(join(tmp), resolve(p)).split('\\').join('/');
 let entry = null;

@@ -348,8 +348,9 @@ function TerminalBox({ inst, onClose }) {
   const [mod, setMod] = useState(null);
   useEffect(() => {
     let live = true;
-    // terminal.js (xterm.js) is its own chunk, loaded only here. A build
-    // without it gets a stub whose default export is null.
+    // terminal.js (xterm.js) is its own chunk, loaded only here; a chunk
+    // that fails to load (a deploy mid-session) says the terminal is
+    // unavailable.
     import('./terminal.js').then(
       (m) => live && setMod({ C: m && m.default ? m.default : null }),
       () => live && setMod({ C: null }),
