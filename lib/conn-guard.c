@@ -15,6 +15,11 @@
 /* How often the deadline is checked: a cut-off comes at most this late. */
 #define TICK_MS   250
 #define REPORT_MS 60000
+/* A slot the accept policy granted is held until the connection's STARTED
+ * notification claims it, which comes right after in the same thread; one
+ * that never comes (libmicrohttpd dropped the connection in between) is
+ * given back after this long. */
+#define RESERVED_MS 5000
 
 struct tracked {
     struct tracked *prev, *next;
@@ -25,6 +30,15 @@ struct tracked {
     int64_t deadline_ms; /* 0: a request is in; else its headers are due then */
 };
 
+/* A slot granted by the accept policy, not yet claimed by its connection.
+ * Without it, the daemon's threads, each accepting on the same socket, would
+ * all see the same count and let one address past its limit. */
+struct reserved {
+    struct reserved *next;
+    unsigned char key[17];
+    int64_t expires_ms;
+};
+
 struct sl_conn_guard {
     struct sl_conn_guard_config cfg;
     pthread_mutex_t lock;
@@ -32,6 +46,7 @@ struct sl_conn_guard {
     pthread_t thread;
     bool stopping;
     struct tracked all; /* sentinel of a ring of every open connection */
+    struct reserved *reserved;
     uint64_t refused, timed_out;
 };
 
@@ -42,12 +57,33 @@ static int64_t due(const struct sl_conn_guard *g)
                : 0;
 }
 
+/* Drops the first reservation for key, or every expired one when key is
+ * NULL. Called with the lock held. */
+static void release_reserved(struct sl_conn_guard *g, const unsigned char *key)
+{
+    int64_t now = key ? 0 : sl_time_mono_ms();
+
+    for (struct reserved **p = &g->reserved; *p;) {
+        struct reserved *r = *p;
+        if (key ? memcmp(r->key, key, sizeof(r->key)) == 0 : r->expires_ms <= now) {
+            *p = r->next;
+            free(r);
+            if (key)
+                return;
+        } else {
+            p = &r->next;
+        }
+    }
+}
+
 static unsigned count_key(struct sl_conn_guard *g, const unsigned char key[17])
 {
     unsigned n = 0;
 
     for (struct tracked *t = g->all.next; t != &g->all; t = t->next)
         n += t->counted && memcmp(t->key, key, sizeof(t->key)) == 0;
+    for (struct reserved *r = g->reserved; r; r = r->next)
+        n += memcmp(r->key, key, sizeof(r->key)) == 0;
     return n;
 }
 
@@ -62,9 +98,17 @@ enum MHD_Result sl_conn_guard_accept(void *guard, const struct sockaddr *addr, s
         !sl_addr_limit_key_bin(addr, key))
         return MHD_YES;
     pthread_mutex_lock(&g->lock);
+    release_reserved(g, NULL);
     ok = count_key(g, key) < g->cfg.per_address;
-    if (!ok)
+    if (ok) {
+        struct reserved *r = xzalloc(sizeof(*r));
+        memcpy(r->key, key, sizeof(r->key));
+        r->expires_ms = sl_time_mono_ms() + RESERVED_MS;
+        r->next = g->reserved;
+        g->reserved = r;
+    } else {
         g->refused++;
+    }
     pthread_mutex_unlock(&g->lock);
     return ok ? MHD_YES : MHD_NO;
 }
@@ -86,6 +130,8 @@ void sl_conn_guard_notify(void *guard, struct MHD_Connection *conn, void **socke
         t->fd = fd ? fd->connect_fd : -1;
         t->counted = sl_addr_limit_key_bin(sa, t->key) && !sl_net_list_has(g->cfg.exempt, sa);
         pthread_mutex_lock(&g->lock);
+        if (t->counted && g->cfg.per_address)
+            release_reserved(g, t->key); /* the slot accept granted is now this one */
         t->deadline_ms = due(g);
         t->next = &g->all;
         t->prev = g->all.prev;
@@ -204,6 +250,11 @@ void sl_conn_guard_free(struct sl_conn_guard *g)
     pthread_mutex_unlock(&g->lock);
     pthread_join(g->thread, NULL);
     /* the daemon is stopped: every CLOSED came, the ring is empty */
+    while (g->reserved) {
+        struct reserved *r = g->reserved;
+        g->reserved = r->next;
+        free(r);
+    }
     pthread_cond_destroy(&g->wake);
     pthread_mutex_destroy(&g->lock);
     free(g);
