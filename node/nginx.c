@@ -390,7 +390,9 @@ static bool alive(struct proxy *p)
             p->child = false;
         }
     }
-    if (p->pid > 0 && !is_ours(p, p->pid)) {
+    /* a child is ours until waitpid says it ended (before its exec its
+     * command line is still the agent's); an adopted master is checked */
+    if (p->pid > 0 && !p->child && !is_ours(p, p->pid)) {
         p->dead_pid = p->pid;
         p->pid = 0;
     }
@@ -435,6 +437,16 @@ static void kill_orphans(pid_t group)
     }
 }
 
+/* Whether the master has written its pid file: nginx does that after it
+ * installs its signal handlers, so a SIGHUP before then would end it. */
+static bool ready(struct proxy *p)
+{
+    cleanup_free char *pidfile = path_in(p, "nginx.pid");
+    cleanup_free char *text = fs_read_file(pidfile, 64, NULL, NULL);
+
+    return text && strtol(text, NULL, 10) == (long)p->pid;
+}
+
 static int start(struct proxy *p, struct sl_error *err)
 {
     cleanup_free char *conf = path_in(p, "nginx.conf");
@@ -471,6 +483,7 @@ static int start(struct proxy *p, struct sl_error *err)
     }
     p->pid = pid;
     p->child = true;
+    p->reload = false; /* it reads the configuration as it is now */
     log_info("proxy: started nginx (pid %d) on %s", (int)pid, p->s.listen);
     return 0;
 }
@@ -489,7 +502,7 @@ static int proxy_sync(struct proxy *p, const struct proxy_route *routes, size_t 
     bool running = alive(p);
     bool changed = !p->text || strcmp(p->text, text) != 0;
 
-    if (!changed && running)
+    if (!changed && running && !p->reload)
         return 0;
     if (changed) {
         cleanup_free char *tmp = path_in(p, "tmp");
@@ -501,10 +514,14 @@ static int proxy_sync(struct proxy *p, const struct proxy_route *routes, size_t 
         }
         free(p->text);
         p->text = TAKE_PTR(text);
+        p->reload = true;
     }
     if (running) {
+        if (!ready(p))
+            return 0; /* still starting: reloaded on a later pass */
         if (kill(p->pid, SIGHUP) < 0)
             return sl_fail_errno(err, "unable to reload nginx (pid %d)", (int)p->pid);
+        p->reload = false;
         log_info("proxy: reloaded nginx (%zu routes)", n);
         return 0;
     }

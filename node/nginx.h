@@ -54,6 +54,7 @@ struct proxy {
     pid_t pid;         /* the master, 0 when unknown */
     pid_t dead_pid;    /* a master seen dead: its workers may live on */
     bool child;        /* started by this process: reaped with waitpid */
+    bool reload;       /* nginx.conf changed since the master read it */
     int64_t next_start_ms;
     bool warned; /* said once that nginx is missing */
 };

@@ -316,8 +316,12 @@ def test_agent_restart_adopts_nginx(cluster, served):
         before = int(f.read())
     cluster.node.stop(signal.SIGKILL)
     assert proxy(cluster, *link(inst, 6006))[0] == 200  # serving on without the agent
+    logged = len(cluster.node.log_text())
     cluster.node.start()
-    wait_for(lambda: "adopted nginx" in cluster.node.log_text(), timeout=15, what="adoption")
+    # by the agent just started (an earlier one's line would let the kill
+    # below come before the new agent ever looked)
+    wait_for(lambda: f"adopted nginx (pid {before})" in cluster.node.log_text()[logged:],
+             timeout=15, what="adoption")
     with open(pidfile) as f:
         assert int(f.read()) == before
     # a killed nginx is started again, and its orphaned worker goes
