@@ -35,6 +35,9 @@ int agent_heartbeat(struct agent *a, json_t *desired, struct sl_error *err)
                   "instances", report, "images", agent_images_report(a));
     /* where this host serves disk copies for clones (transfer.h) */
     json_object_set_new(body, "transfer_port", json_integer(transfer_server_port()));
+    /* whether it serves the browser's terminal: not without nginx, nor in a
+     * chroot (agent.c) */
+    json_object_set_new(body, "terminals", json_boolean(a->terminal != NULL));
     /* for the idle stop: SSH sessions and GPU use of what runs; an open
      * terminal (terminal.h) is a session as an SSH one is */
     json_t *activity = activity_report(&a->rt, &a->gpus, json_object_get(desired, "instances"));

@@ -5,6 +5,7 @@
 #include "nodes.h"
 #include "routes.h"
 #include "stops.h"
+#include "terminal.h"
 
 #include "../lib/cleanup.h"
 #include "../lib/crypto.h"
@@ -234,6 +235,7 @@ int api_nodes_heartbeat(struct api_request *req, struct api_response *res, struc
 {
     json_t *inventory = NULL, *instances = NULL, *activity = NULL;
     int64_t revision = 0, transfer_port = 0;
+    bool terminals = false;
     const struct sl_json_field fields[] = {
         { "inventory", SL_JSON_OBJECT, .required = true, .out = &inventory },
         { "revision", SL_JSON_INT, .min = 0, .max = INT64_MAX, .out = &revision },
@@ -242,6 +244,8 @@ int api_nodes_heartbeat(struct api_request *req, struct api_response *res, struc
         { "images", SL_JSON_ARRAY, .max_len = 1024 },
         /* where the node serves disk copies (clones.h); 0: it does not */
         { "transfer_port", SL_JSON_INT, .min = 0, .max = 65535, .out = &transfer_port },
+        /* whether it serves the browser's terminal (terminal.h) */
+        { "terminals", SL_JSON_BOOL, .out = &terminals },
     };
     int64_t desired;
 
@@ -250,7 +254,8 @@ int api_nodes_heartbeat(struct api_request *req, struct api_response *res, struc
     if (api_body_fields(req, fields, ARRAY_SIZE(fields), err) < 0 ||
         nodes_heartbeat(req->srv, req->params[0], inventory, err) < 0)
         return -1;
-    if (clones_node_transfer_port(req->srv, req->params[0], transfer_port, err) < 0)
+    if (clones_node_transfer_port(req->srv, req->params[0], transfer_port, err) < 0 ||
+        terminal_node_serves(req->srv, req->params[0], terminals, err) < 0)
         return -1;
     if (instances && instances_apply_report(req->srv, req->params[0], instances, err) < 0)
         return -1;

@@ -71,8 +71,8 @@ json_t *instance_json(struct server *srv, const char *id, const char *user_id, s
         " i.ssh_port, i.root_password, i.state_message, i.created_at, i.updated_at,"
         " (SELECT COUNT(*) FROM gpus g WHERE g.node_id = i.node_id AND g.simulated = 1"
         "  AND g.gpu_model_id = i.gpu_model_id) > 0,"
-        " i.plan_expires_at, i.plan_auto_renew, i.stopped_at, i.plan_price_micros"
-        " FROM instances i JOIN gpu_models m ON m.id = i.gpu_model_id"
+        " i.plan_expires_at, i.plan_auto_renew, i.stopped_at, i.plan_price_micros,"
+        " n.terminals FROM instances i JOIN gpu_models m ON m.id = i.gpu_model_id"
         " JOIN nodes n ON n.id = i.node_id WHERE i.id = ?1 AND (?2 IS NULL OR i.user_id = ?2)",
         DB_ARGS(DB_TEXT(id), DB_TEXT(user_id)), err);
     int rc;
@@ -114,6 +114,8 @@ json_t *instance_json(struct server *srv, const char *id, const char *user_id, s
         api_time(db_int(rows, 21)));
     if (!j)
         return NULL;
+    /* whether its host serves the terminal in the browser (terminal.h) */
+    json_object_set_new(j, "terminal", json_boolean(db_int(rows, 27)));
     j = billing_json(srv, j, rows, err);
     if (j && ports_instance_json(srv, j, err) < 0) {
         json_decref(j);

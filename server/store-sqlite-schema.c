@@ -656,5 +656,19 @@ const char *const sqlite_migrations[] = {
     "   FROM instances i WHERE i.user_id = NEW.id AND i.state != 'released'"
     "  ON CONFLICT (instance_id) DO UPDATE SET rev = excluded.rev;"
     "  END;",
+    /* 12: whether a node's agent serves the browser's terminal (its
+     * heartbeat says; an instance shows it, and a ticket for one on a node
+     * that does not is refused) */
+    "ALTER TABLE nodes ADD COLUMN terminals INTEGER NOT NULL DEFAULT 0;"
+    "DROP TRIGGER instance_rev_nodes;"
+    "CREATE TRIGGER instance_rev_nodes AFTER UPDATE ON nodes"
+    "  WHEN OLD.address IS NOT NEW.address OR OLD.cordoned_at IS NOT NEW.cordoned_at"
+    "   OR OLD.draining_at IS NOT NEW.draining_at OR OLD.lost_at IS NOT NEW.lost_at"
+    "   OR OLD.terminals IS NOT NEW.terminals BEGIN"
+    "  INSERT INTO instance_revisions (instance_id, user_id, rev)"
+    "   SELECT i.id, i.user_id, (SELECT COALESCE(MAX(rev), 0) + 1 FROM instance_revisions)"
+    "   FROM instances i WHERE i.node_id = NEW.id AND i.state != 'released'"
+    "  ON CONFLICT (instance_id) DO UPDATE SET rev = excluded.rev;"
+    "  END;",
     0,
 };

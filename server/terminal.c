@@ -85,6 +85,15 @@ int api_instances_terminal(struct api_request *req, struct api_response *res, st
                        "instance '%s' is %s: start it first (suanli start %s, or Start in the "
                        "console), then open its terminal",
                        req->instance.id, req->instance.state, req->instance.id);
+    int64_t serves = 0;
+    if (store_get_int(st, "SELECT terminals FROM nodes WHERE id = ?1",
+                      DB_ARGS(DB_TEXT(req->instance.node_id)), &serves, err) < 0)
+        return -1;
+    if (!serves)
+        return sl_fail(err, SL_E_CONFLICT, "terminal_unavailable",
+                       "the host of instance '%s' serves no terminal in the browser (its agent "
+                       "runs without nginx, or in a chroot): use SSH (suanli ssh %s)",
+                       req->instance.id, req->instance.id);
     cleanup_free char *origin = console_origin(req, err);
     if (!origin)
         return -1;
@@ -179,4 +188,13 @@ int terminal_authorize(struct server *srv, const struct terminal_request *rq,
     }
     *out = TERMINAL_PASS;
     return 0;
+}
+
+int terminal_node_serves(struct server *srv, const char *node_id, bool serves, struct sl_error *err)
+{
+    return store_exec(srv->store,
+                      "UPDATE nodes SET terminals = ?2 WHERE id = ?1 AND terminals != ?2",
+                      DB_ARGS(DB_TEXT(node_id), DB_INT(serves)), err) < 0
+               ? -1
+               : 0;
 }

@@ -41,4 +41,11 @@ struct terminal_request {
 int terminal_authorize(struct server *srv, const struct terminal_request *rq,
                        enum terminal_verdict *out, const char **why, struct sl_error *err);
 
+/* Records what a node's heartbeat says: whether its agent serves terminals
+ * (not without nginx, nor in a chroot, where the runtime's exec would land
+ * on the host's root). A ticket for an instance on a node that does not is
+ * refused with 409 terminal_unavailable. */
+int terminal_node_serves(struct server *srv, const char *node_id, bool serves,
+                         struct sl_error *err);
+
 #endif

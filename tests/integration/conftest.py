@@ -380,8 +380,10 @@ class ApiHost:
 
     GIB = 1 << 30
 
-    def __init__(self, server, gpus=8, free_gib=1000, disks_gib=0, image="api-host-image"):
+    def __init__(self, server, gpus=8, free_gib=1000, disks_gib=0, image="api-host-image",
+                 terminals=False):
         self.server, self.image = server, image
+        self.terminals = terminals  # whether it says it serves the browser's terminal
         admin = server.admin_token
         r = server.request("POST", "/v1/admin/join-tokens", {"region": "sample-1"}, token=admin)
         assert r.status == 201, r
@@ -411,7 +413,8 @@ class ApiHost:
     def heartbeat(self, instances=()):
         r = self.server.request("POST", f"/v1/nodes/{self.node_id}/heartbeat", {
             "inventory": self.inventory(), "instances": list(instances),
-            "images": [{"name": self.image, "state": "ready"}]}, token=self.token)
+            "images": [{"name": self.image, "state": "ready"}], "terminals": self.terminals},
+            token=self.token)
         assert r.status == 200, r
 
     def disk(self):

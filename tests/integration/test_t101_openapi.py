@@ -617,7 +617,9 @@ def test_hosts_images_instances_match_the_schemas(spec, server):
     hb_path, desired_path = f"/v1/nodes/{node}/heartbeat", f"/v1/nodes/{node}/desired"
 
     def heartbeat(instances=(), images=None):
-        body = {"inventory": inventory(2), "revision": 0, "instances": list(instances)}
+        # a host that serves the browser's terminal (its ticket is checked below)
+        body = {"inventory": inventory(2), "revision": 0, "instances": list(instances),
+                "terminals": True}
         if images is not None:
             body["images"] = images
         r = server.request("POST", hb_path, body, token=node_tok)

@@ -21,7 +21,8 @@ addMessages({
     'inst.release': 'Release',
     'inst.terminal': 'Terminal',
     'inst.terminal_close': 'Close terminal',
-    'inst.terminal_unavailable': 'Terminal unavailable: this build of the console has no terminal. Use the SSH command above.',
+    'inst.terminal_unavailable': 'The terminal could not be loaded (the console may have been updated): reload the page, or use the SSH command.',
+    'inst.no_terminal': 'This host serves no terminal in the browser: use the SSH command.',
     'inst.release_title': 'Release {name}?',
     'inst.release_msg': 'The container and both its disks are deleted; the data cannot be recovered. Billing stops.',
     'inst.overview': 'Overview',
@@ -101,7 +102,8 @@ addMessages({
     'inst.release': '释放',
     'inst.terminal': '终端',
     'inst.terminal_close': '关闭终端',
-    'inst.terminal_unavailable': '终端不可用：此版本的控制台不含终端。请使用上面的 SSH 指令。',
+    'inst.terminal_unavailable': '终端未能加载（控制台可能已更新）：请刷新页面，或使用 SSH 指令。',
+    'inst.no_terminal': '这台主机不提供网页终端：请使用 SSH 指令。',
     'inst.release_title': '释放 {name}？',
     'inst.release_msg': '容器和两块磁盘将被删除，数据无法恢复。计费停止。',
     'inst.overview': '概览',
@@ -404,20 +406,22 @@ export default function Instance({ id }) {
   const title = i.name || i.id;
   const clocks = countdowns(i, now);
   const sshReady = i.ssh && i.ssh.command && !gone;
+  // its host's agent serves terminals (not without nginx, nor in a chroot)
+  const canTerm = s === 'running' && i.terminal !== false;
 
   const actions = html`
     ${canStop ? html`<button type="button" disabled=${!!busy} onClick=${() => verb('stop')}>${t('inst.stop')}</button>` : null}
     ${canStart ? html`<button type="button" class="primary" disabled=${!!busy} onClick=${() => verb('start', { mode: 'gpu' })}>${t('inst.start')}</button>` : null}
     ${canStart ? html`<button type="button" disabled=${!!busy} onClick=${() => verb('start', { mode: 'nogpu' })}>${t('inst.start_nogpu')}</button>` : null}
     ${s === 'running' ? html`<button type="button" disabled=${!!busy} onClick=${() => verb('restart')}>${t('inst.restart')}</button>` : null}
-    ${s === 'running' ? html`<button type="button" aria-pressed=${term} onClick=${() => setTerm(!term)}>${t('inst.terminal')}</button>` : null}
+    ${canTerm ? html`<button type="button" aria-pressed=${term} onClick=${() => setTerm(!term)}>${t('inst.terminal')}</button>` : null}
     ${!gone ? html`<button type="button" class="danger" disabled=${!!busy} onClick=${() => setReleasing(true)}>${t('inst.release')}</button>` : null}`;
 
   return html`<${Page} title=${title} actions=${actions}>
     <p><${Link} href="/instances">← ${t('inst.back')}<//> · ${stateBadge(i)} <span class="muted">${t('mode.' + i.mode)}</span></p>
     <${ErrorBox} error=${err} />
     ${i.state_message ? html`<p class="warnbox">${t('inst.message')}: ${i.state_message}</p>` : null}
-    ${term && s === 'running' ? html`<${TerminalBox} inst=${i} onClose=${() => setTerm(false)} />` : null}
+    ${term && canTerm ? html`<${TerminalBox} inst=${i} onClose=${() => setTerm(false)} />` : null}
     <div class="grid">
       <section class="card" aria-labelledby="ov-h">
         <h2 id="ov-h" style="margin-top:0">${t('inst.overview')}</h2>
@@ -448,7 +452,8 @@ export default function Instance({ id }) {
                 <button type="button" class="small" aria-pressed=${showPw} onClick=${() => setShowPw(!showPw)}>${showPw ? t('inst.hide') : t('inst.show')}</button>
                 <${CopyButton} text=${i.ssh.password} label=${t('inst.copy_pw')} class="small" id="copy-ssh-password" /></dd>
             </dl>
-            <p class="hint">${t('inst.ssh_note')}</p>`
+            <p class="hint">${t('inst.ssh_note')}</p>
+            ${s === 'running' && i.terminal === false ? html`<p class="hint" data-no-terminal>${t('inst.no_terminal')}</p>` : null}`
           : html`<p class="muted">—</p>`}
       </section>
     </div>
