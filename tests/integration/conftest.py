@@ -379,11 +379,12 @@ class ApiHost:
     need no container. It reports `image` ready (made by the admin)."""
 
     GIB = 1 << 30
+    terminals = False  # whether it says it serves the browser's terminal (subclasses too)
 
     def __init__(self, server, gpus=8, free_gib=1000, disks_gib=0, image="api-host-image",
                  terminals=False):
         self.server, self.image = server, image
-        self.terminals = terminals  # whether it says it serves the browser's terminal
+        self.terminals = terminals
         admin = server.admin_token
         r = server.request("POST", "/v1/admin/join-tokens", {"region": "sample-1"}, token=admin)
         assert r.status == 201, r
