@@ -96,7 +96,9 @@ static int run_image_ls(struct cli *cli, const struct cli_args *a)
 }
 
 static const struct cli_option image_build_options[] = {
-    { .name = "recipe", .arg = "RECIPE", .help = "what to build it from (default base)" },
+    { .name = "recipe",
+      .arg = "RECIPE",
+      .help = "what to build it from: base (default), jupyter, pytorch or venv" },
     { .name = "region", .arg = "REGION", .help = "only the nodes of one region (default: all)" },
     { 0 },
 };

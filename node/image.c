@@ -335,13 +335,30 @@ static char *host_apt_sources(struct sl_error *err)
     return NULL;
 }
 
-/* What each recipe adds to the default packages (suanlid's recipes). */
+/* The venv recipe's project environment, as the seeds make one with conda
+ * (`conda create -n project`, never the base one): /root/venv, made with
+ * the image's Python and its pip, first on every shell's PATH. A renter's
+ * pip install goes there, the system's Python stays as Debian made it. */
+#define VENV_HOOK                                                                                  \
+    "--customize-hook=chroot \"$1\" python3 -m venv /root/venv && "                                \
+    "printf '%s\\n' '' '# the project environment (suanli venv image): python and pip are its' "   \
+    "'[ -f /root/venv/bin/activate ] && . /root/venv/bin/activate' >> \"$1\"/root/.bashrc"
+
+/* What each recipe adds to the default packages (suanlid's recipes), and a
+ * customize hook of its own, if any. */
 static const struct {
     const char *name;
     const char *extra; /* comma-separated, "" for none */
+    const char *hook;  /* an mmdebstrap --customize-hook=..., or NULL */
 } recipes[] = {
-    { "base", "" },
-    { "jupyter", "jupyter-notebook" },
+    { "base", "", NULL },
+    { "jupyter", "jupyter-notebook", NULL },
+    /* Debian's PyTorch (CPU; a GPU host's operator imports NVIDIA's images:
+     * docs/operations.md) */
+    { "pytorch", "python3-torch,python3-torchvision", NULL },
+    /* what compiling extensions (pycocotools, mmcv) needs, and a project
+     * environment */
+    { "venv", "python3-dev,build-essential", VENV_HOOK },
 };
 
 int image_build_default(const char *data_dir, const char *name, const char *suite,
@@ -353,13 +370,16 @@ int image_build_default(const char *data_dir, const char *name, const char *suit
 int image_build_recipe(const char *data_dir, const char *name, const char *recipe,
                        const char *suite, struct sl_error *err)
 {
-    const char *extra = NULL;
+    const char *extra = NULL, *hook = NULL;
     for (size_t i = 0; i < ARRAY_SIZE(recipes); i++)
-        if (strcmp(recipes[i].name, recipe) == 0)
+        if (strcmp(recipes[i].name, recipe) == 0) {
             extra = recipes[i].extra;
+            hook = recipes[i].hook;
+        }
     if (!extra)
         return sl_fail(err, SL_E_INVALID, "unknown_recipe",
-                       "image recipe '%s' is unknown to this node (base, jupyter)", recipe);
+                       "image recipe '%s' is unknown to this node (base, jupyter, pytorch, venv)",
+                       recipe);
     if (!image_name_valid(name))
         return sl_fail(err, SL_E_INVALID, "invalid_image_name", "image name '%s' is not valid",
                        name);
@@ -386,6 +406,7 @@ int image_build_recipe(const char *data_dir, const char *name, const char *recip
                            "--customize-hook=rm -f \"$1\"/etc/ssh/ssh_host_*_key \"$1\"/etc/ssh/"
                            "ssh_host_*_key.pub",
                            "--customize-hook=rm -f \"$1\"/etc/machine-id",
+                           hook ? hook : "--customize-hook=true",
                            suite,
                            tar,
                            "-",

@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char *const recipes[] = { "base", "jupyter", NULL };
+static const char *const recipes[] = { "base", "jupyter", "pytorch", "venv", NULL };
 
 static json_t *image_json(struct db_rows *rows, void *ctx)
 {
@@ -94,7 +94,9 @@ int api_admin_images_create(struct api_request *req, struct api_response *res, s
     if (!known)
         return sl_fail(err, SL_E_INVALID, "invalid_field",
                        "recipe '%s' is unknown: 'base' is Debian 12 with SSH, Python and the "
-                       "usual tools; 'jupyter' is base plus Jupyter Notebook",
+                       "usual tools; 'jupyter' is base plus Jupyter Notebook; 'pytorch' is base "
+                       "plus Debian's PyTorch and torchvision; 'venv' is base plus a project "
+                       "environment (/root/venv) and what compiling extensions needs",
                        recipe);
     if (store_exec(req->srv->store,
                    "INSERT INTO images (name, kind, recipe, region_id, description, created_by,"
