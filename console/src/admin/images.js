@@ -44,6 +44,8 @@ addMessages({
     'admin.img.recipe': 'Recipe',
     'admin.img.recipe.base': 'base: Debian 12 with SSH, Python and the usual tools',
     'admin.img.recipe.jupyter': 'jupyter: base plus Jupyter Notebook',
+    'admin.img.recipe.pytorch': "pytorch: base plus Debian's PyTorch and torchvision (CPU)",
+    'admin.img.recipe.venv': 'venv: base plus a project environment (/root/venv) and compilers',
     'admin.img.region': 'Region',
     'admin.img.everyRegion': 'every host',
     'admin.img.description': 'Description',
@@ -91,6 +93,8 @@ addMessages({
     'admin.img.recipe': '配方',
     'admin.img.recipe.base': 'base：Debian 12，含 SSH、Python 和常用工具',
     'admin.img.recipe.jupyter': 'jupyter：base 加 Jupyter Notebook',
+    'admin.img.recipe.pytorch': 'pytorch：base 加 Debian 的 PyTorch 与 torchvision（CPU 版）',
+    'admin.img.recipe.venv': 'venv：base 加项目环境（/root/venv）与编译工具',
     'admin.img.region': '地区',
     'admin.img.everyRegion': '所有主机',
     'admin.img.description': '描述',
@@ -182,6 +186,8 @@ function Build({ regions, onDone }) {
         <select name="recipe" value=${f.recipe} onChange=${set('recipe')}>
           <option value="base">${t('admin.img.recipe.base')}</option>
           <option value="jupyter">${t('admin.img.recipe.jupyter')}</option>
+          <option value="pytorch">${t('admin.img.recipe.pytorch')}</option>
+          <option value="venv">${t('admin.img.recipe.venv')}</option>
         </select>
       </${Field}>
       <${WhereFields} f=${f} set=${set} regions=${regions} />
