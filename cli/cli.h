@@ -206,10 +206,14 @@ extern const struct cli_command cmd_bill, cmd_bill_charges, cmd_plan;
 extern const struct cli_command cmd_market, cmd_regions, cmd_gpu_models;
 extern const struct cli_command cmd_create, cmd_ls, cmd_show, cmd_events, cmd_stop, cmd_start,
     cmd_restart, cmd_release, cmd_idle_stop, cmd_clone, cmd_migrate;
+extern const struct cli_command cmd_disk_resize;
 extern const struct cli_command cmd_ssh, cmd_ssh_config, cmd_cp;
 extern const struct cli_command cmd_port_ls, cmd_port_add, cmd_port_rm, cmd_port_public,
     cmd_port_private;
-extern const struct cli_command cmd_image_ls, cmd_admin_image_build, cmd_admin_image_import;
+extern const struct cli_command cmd_image_ls, cmd_admin_image_build, cmd_admin_image_import,
+    cmd_admin_image_hosts, cmd_admin_image_rm;
+extern const struct cli_command cmd_dataset_ls, cmd_admin_dataset_add, cmd_admin_dataset_ls,
+    cmd_admin_dataset_rm;
 extern const struct cli_command cmd_admin_node_ls, cmd_admin_node_show, cmd_admin_node_cordon,
     cmd_admin_node_drain, cmd_admin_node_uncordon, cmd_admin_node_remove,
     cmd_admin_join_token_create, cmd_admin_join_token_ls, cmd_admin_join_token_rm;

@@ -14,6 +14,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #define CONNECT_TIMEOUT_S 10L
 #define REQUEST_TIMEOUT_S 120L
@@ -311,21 +312,43 @@ int sl_client_download(struct sl_client *c, const char *path, const char *dest, 
     return 0;
 }
 
+/* An upload stalled this long fails; once the body is sent, the server may
+ * take this long to answer: it reads an image archive through before it
+ * does (server/archive-check.h), a minute or more for a large compressed
+ * one, so curl's low-speed limit cannot stand for both. */
+#define UPLOAD_STALL_S  60
+#define UPLOAD_ANSWER_S 3600
+
 struct upload_progress {
     sl_client_progress_fn *fn;
     void *arg;
+    curl_off_t last_ul; /* bytes sent when they last moved */
+    int64_t last_s;     /* and when (monotonic seconds) */
+    const char *why;    /* why the callback stopped it */
 };
 
 static int upload_progress(void *p, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
                            curl_off_t ulnow)
 {
     struct upload_progress *up = p;
+    struct timespec ts;
     (void)dltotal;
     (void)dlnow;
 
     if (up->fn && ultotal > 0)
         up->fn((int64_t)ulnow, (int64_t)ultotal, up->arg);
-    return 0;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    if (!up->last_s || ulnow != up->last_ul) {
+        up->last_ul = ulnow;
+        up->last_s = (int64_t)ts.tv_sec;
+        return 0;
+    }
+    bool sent = ultotal > 0 && ulnow >= ultotal;
+    if ((int64_t)ts.tv_sec - up->last_s < (sent ? UPLOAD_ANSWER_S : UPLOAD_STALL_S))
+        return 0;
+    up->why = sent ? "the server did not answer within an hour of the upload"
+                   : "the upload stalled for a minute";
+    return 1;
 }
 
 int sl_client_upload(struct sl_client *c, const char *method, const char *path, const char *src,
@@ -335,7 +358,7 @@ int sl_client_upload(struct sl_client *c, const char *method, const char *path, 
     __attribute__((cleanup(cleanup_slist))) struct curl_slist *headers = NULL;
     char curl_error[CURL_ERROR_SIZE] = "";
     cleanup_fclose FILE *file = fopen(src, "re");
-    struct upload_progress up = { progress, arg };
+    struct upload_progress up = { .fn = progress, .arg = arg };
     struct stat st;
     cleanup_buf struct sl_buf answer = SL_BUF_INIT;
     long status = 0;
@@ -362,11 +385,15 @@ int sl_client_upload(struct sl_client *c, const char *method, const char *path, 
     curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, upload_progress);
     curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &up);
+    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, 0L); /* upload_progress watches */
     CURLcode rc = curl_easy_perform(curl);
     if (rc != CURLE_OK) {
         return sl_fail(err, SL_E_UNAVAILABLE, "unreachable",
                        "unable to send '%s' to '%s' (%s): check --server or SUANLI_URL", src,
-                       c->server, curl_error[0] ? curl_error : curl_easy_strerror(rc));
+                       c->server,
+                       up.why          ? up.why
+                       : curl_error[0] ? curl_error
+                                       : curl_easy_strerror(rc));
     }
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
     if (status == 304)

@@ -38,7 +38,8 @@ struct agent {
     struct net_config net;
     struct node_host host;
     char *runc_root, *net_state;
-    char *lxcfs_dir; /* lxcfs.h; NULL: none */
+    char *lxcfs_dir;  /* lxcfs.h; NULL: none */
+    char *public_dir; /* DATA/public: /root/public inside (public-data.h) */
     int64_t heartbeat_s;
     volatile bool *stop; /* set by a signal: the agent is stopping */
     bool first_pass;     /* the first convergence since the agent started */
@@ -54,7 +55,8 @@ struct agent {
     json_t *failures;    /* {id: {"generation": g, "message": m}} */
     json_t *retries;     /* {id: {"message": m, "delay_ms": d, "next_ms": t}}: a step backing off */
     json_t *inflight;    /* {id: true}: a worker is converging it */
-    json_t *builds;      /* {name: "building" | "failed: ..."} */
+    json_t *builds;      /* {name: {state: building|failed, message, source}}: image-fetch.c */
+    json_t *datasets;    /* {name: {source, state, message}}: public-data.c */
     struct proxy proxy;
     char *proxy_dir;
     bool proxy_warned;
@@ -112,6 +114,18 @@ void agent_images_converge(struct agent *a, json_t *wanted);
  * made (building) or whose making failed (with its message). A new
  * reference. */
 json_t *agent_images_report(struct agent *a);
+
+/* public-data.c: the public datasets the desired state names. */
+
+/* Starts a background thread for each wanted dataset ([{name, sha256} or
+ * {name, path}]) the host has not from that source: it fetches and unpacks
+ * an uploaded tar or binds a host directory; removes datasets no longer
+ * wanted. wanted NULL (not said): nothing is removed. */
+void agent_public_converge(struct agent *a, json_t *wanted);
+
+/* The datasets for the heartbeat: [{name, state (ready, building, failed),
+ * message, size_bytes}]. A new reference. */
+json_t *agent_public_report(struct agent *a);
 
 /* heartbeat.c */
 

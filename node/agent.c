@@ -7,6 +7,7 @@
 #include "fsutil.h"
 #include "inventory.h"
 #include "lxcfs.h"
+#include "public-data.h"
 #include "steps.h"
 #include "transfer.h"
 #include "../lib/cleanup.h"
@@ -206,13 +207,15 @@ static int setup(struct agent *a, struct sl_error *err)
                                   .state_dir = a->net_state };
     bool lxcfs_own;
     if (lxcfs_ensure(cfg->lxcfs, cfg->data_dir, &a->lxcfs_dir, &lxcfs_own, err) < 0 ||
-        disk_spares_init(cfg->data_dir, err) < 0)
+        disk_spares_init(cfg->data_dir, err) < 0 || public_init(cfg->data_dir, err) < 0)
         return -1;
+    a->public_dir = public_dir(cfg->data_dir);
     a->host = (struct node_host){ .data_dir = cfg->data_dir,
                                   .runtime = &a->rt,
                                   .net = &a->net,
                                   .lxcfs_dir = a->lxcfs_dir,
-                                  .lxcfs_own = lxcfs_own };
+                                  .lxcfs_own = lxcfs_own,
+                                  .public_dir = a->public_dir };
     if (setup_proxy(a, err) < 0)
         return -1;
     a->failures = json_object();
@@ -220,6 +223,7 @@ static int setup(struct agent *a, struct sl_error *err)
     a->inflight = json_object();
     a->first_pass = true;
     a->builds = json_object();
+    a->datasets = json_object();
     a->desired = json_pack("{s:I, s:[], s:[]}", "revision", (json_int_t)0, "instances", "images");
     a->heartbeat_s = 3;
     pthread_mutex_init(&a->lock, NULL);
@@ -363,6 +367,9 @@ int agent_run(struct agent_config *cfg, volatile bool *stop, struct sl_error *er
             a.pin_warned = false;
         }
         agent_images_converge(&a, json_object_get(desired, "images"));
+        agent_public_converge(&a, json_integer_value(json_object_get(desired, "revision")) > 0
+                                      ? json_object_get(desired, "datasets")
+                                      : NULL);
         if (a.proxy.nginx &&
             proxy_sync_desired(&a.proxy, json_object_get(desired, "instances"), &a.net, &e) < 0 &&
             !a.proxy_warned) {
@@ -397,7 +404,9 @@ int agent_run(struct agent_config *cfg, volatile bool *stop, struct sl_error *er
     json_decref(a.inflight);
     json_decref(a.desired);
     json_decref(a.builds);
+    json_decref(a.datasets);
     free(a.runc_root);
+    free(a.public_dir);
     free(a.net_state);
     return 0;
 }

@@ -6,6 +6,7 @@
 #include "../lib/subprocess.h"
 #include "../lib/xalloc.h"
 
+#include <errno.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <string.h>
@@ -93,6 +94,21 @@ static const char boot_init_script[] =
     "# instance's quota), competing with sshd; ed25519 and ECDSA serve every\n"
     "# client of the last decade, and sshd serves an RSA key the renter makes\n"
     "# (ssh-keygen -A) from the next start on.\n"
+    "# AutoDL's paths (suanlid's instances.autodl_paths): /root/autodl-tmp,\n"
+    "# autodl-pub and autodl-fs link to the data disk, the public data and the\n"
+    "# file storage, each only while its target is there; never over a\n"
+    "# renter's own file or directory of that name. A link of ours goes when\n"
+    "# the setting is off or its target is gone (no dangling link).\n"
+    "for pair in autodl-tmp:data autodl-pub:public autodl-fs:storage; do\n"
+    "    link=/root/${pair%%:*} target=/root/${pair#*:}\n"
+    "    if [ -L $link ]; then\n"
+    "        if [ ! -e $boot/autodl-paths ] || [ ! -d $target ]; then\n"
+    "            if [ \"$(readlink $link 2>/dev/null)\" = $target ]; then rm -f $link; fi\n"
+    "        fi\n"
+    "    elif [ -e $boot/autodl-paths ] && [ -d $target ] && [ ! -e $link ]; then\n"
+    "        ln -s $target $link || true\n"
+    "    fi\n"
+    "done\n"
     "# /run is a fresh tmpfs (mode 0755 under umask 022)\n"
     "mkdir -p /run/sshd /root/.ssh\n"
     "chmod 0700 /root/.ssh\n"
@@ -229,6 +245,10 @@ int boot_write(const char *boot_dir, const struct boot_params *p, struct sl_erro
         sl_file_write(token_path, token, strlen(token), 0600, 0, err) < 0 ||
         sl_file_write(jupyter, jupyter_text, strlen(jupyter_text), 0600, 0, err) < 0)
         return -1;
+    cleanup_free char *autodl = xasprintf("%s/autodl-paths", boot_dir);
+    if (p->autodl_paths ? sl_file_write(autodl, "1\n", 2, 0644, 0, err) < 0
+                        : (unlink(autodl) < 0 && errno != ENOENT))
+        return err->kind ? -1 : sl_fail_errno(err, "unable to remove '%s'", autodl);
     return 0;
 }
 

@@ -37,6 +37,9 @@ struct boot_params {
     const char *authorized_keys;     /* OpenSSH public key lines; NULL: none */
     unsigned jupyter_port;           /* 0: no Jupyter; else its port, with jupyter_token */
     const char *jupyter_token;       /* [0-9a-f], Jupyter's own login token */
+    bool autodl_paths;               /* the init links /root/autodl-tmp -> /root/data,
+                                        autodl-pub -> public, autodl-fs -> storage
+                                        (each while its target exists) */
 };
 
 /* Creates boot_dir (0755) and writes its files. A password hash that is

@@ -163,6 +163,79 @@ static bool sync_keys(struct agent *a, const char *id, json_t *d)
     return rc > 0;
 }
 
+#define GROW_RETRY_MS 60000
+
+/* Online grows that failed, by instance id: {next_ms, message} (tried
+ * again at next_ms, the message in the instance's report), or {cleared}
+ * once one worked (the next report says "" once). */
+static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
+static json_t *grows;
+
+/* A running instance's data disk, grown online when suanlid raised its size
+ * (instance_grow_data_disk): the renter sees it in df without a restart. A
+ * grow that fails is logged, said in the instance's state message (it
+ * grows at the next start, before the disk is mounted) and tried again
+ * after GROW_RETRY_MS, not at every pass. True when it grew. */
+static bool grow_data_disk(struct agent *a, const char *id, json_t *d)
+{
+    unsigned gib = (unsigned)json_integer_value(json_object_get(d, "data_disk_gib"));
+    int64_t now = sl_time_mono_ms();
+
+    pthread_mutex_lock(&grow_lock);
+    int64_t next = json_integer_value(json_object_get(json_object_get(grows, id), "next_ms"));
+    pthread_mutex_unlock(&grow_lock);
+    if (next > now)
+        return false;
+    struct sl_error err = SL_ERROR_INIT;
+    int rc = instance_grow_data_disk(&a->host, id, gib, &err);
+    /* the report's message has at most 500 bytes (suanlid checks) */
+    char msg[400] = "";
+    if (rc < 0)
+        snprintf(msg, sizeof(msg),
+                 "the data disk could not grow to %u GiB while running (%.200s): it grows at the "
+                 "next start (suanli restart %.64s)",
+                 gib,
+                 strcmp(err.code, "online_resize_unavailable") == 0
+                     ? "this host cannot grow a mounted disk"
+                     : err.message,
+                 id);
+    pthread_mutex_lock(&grow_lock);
+    if (!grows)
+        grows = json_object();
+    json_t *was = json_object_get(grows, id);
+    bool same =
+        rc < 0 && was && strcmp(json_string_value(json_object_get(was, "message")) ?: "", msg) == 0;
+    if (rc < 0)
+        json_object_set_new(
+            grows, id,
+            json_pack("{s:I, s:s}", "next_ms", (json_int_t)(now + GROW_RETRY_MS), "message", msg));
+    else if (was && json_object_get(was, "message"))
+        json_object_set_new(grows, id, json_pack("{s:b}", "cleared", 1));
+    pthread_mutex_unlock(&grow_lock);
+    if (rc < 0 && !same)
+        log_warn("agent: %s: %s (tried again every %ds)", id, err.message, GROW_RETRY_MS / 1000);
+    else if (rc > 0)
+        log_info("agent: data disk of %s grown to %u GiB online", id, gib);
+    return rc > 0;
+}
+
+/* What grow_data_disk has to say in the instance's report: its message,
+ * "" once after it worked, or NULL. */
+static json_t *grow_report(const char *id)
+{
+    json_t *out = NULL;
+    pthread_mutex_lock(&grow_lock);
+    json_t *g = json_object_get(grows, id);
+    if (g && json_object_get(g, "cleared")) {
+        out = json_string("");
+        json_object_del(grows, id);
+    } else if (g) {
+        out = json_incref(json_object_get(g, "message"));
+    }
+    pthread_mutex_unlock(&grow_lock);
+    return out;
+}
+
 /* Where the start went (steps.h): DATA/instances/<id>/timing.json, and
  * a line in the log (one per start, as "starting"). */
 static void start_timing(struct agent *a, const char *id, int64_t generation)
@@ -216,6 +289,7 @@ static int start_one(struct agent *a, json_t *d, struct sl_error *err)
         .cpu_millicores = (unsigned)json_integer_value(json_object_get(d, "cpu_millicores")),
         .memory_mib = (uint64_t)json_integer_value(json_object_get(d, "memory_mib")),
         .pids_max = 4096,
+        .autodl_paths = json_is_true(json_object_get(d, "autodl_paths")),
         .gpus = gpus,
         .n_gpus = n_gpus,
     };
@@ -278,7 +352,8 @@ bool agent_converge_instance(struct agent *a, json_t *d, bool first_pass)
                          adopted == NET_ADOPTED_LEGACY ? "from /run/netns" : "from its process");
             if (first_pass)
                 log_info("agent: adopted %s (running, generation %lld)", id, (long long)have);
-            return sync_keys(a, id, d);
+            bool grown = grow_data_disk(a, id, d);
+            return sync_keys(a, id, d) || grown;
         }
         if (failed_generation(a, id) >= generation)
             return false; /* failed at this generation: wait for a new start */
@@ -293,10 +368,15 @@ bool agent_converge_instance(struct agent *a, json_t *d, bool first_pass)
             steps_mark("stop before");
         }
         log_info("agent: starting %s", id);
-        if (start_one(a, d, &err) < 0)
+        if (start_one(a, d, &err) < 0) {
             record_failure(a, id, generation, err.message);
-        else
+        } else {
             forget_failure(a, id);
+            /* the start grew the data disk unmounted (instance_start) */
+            pthread_mutex_lock(&grow_lock);
+            json_object_del(grows, id);
+            pthread_mutex_unlock(&grow_lock);
+        }
         return true;
     }
     if (strcmp(desired, "stopped") == 0) {
@@ -329,6 +409,9 @@ bool agent_converge_instance(struct agent *a, json_t *d, bool first_pass)
     }
     if (strcmp(desired, "released") == 0) {
         forget_failure(a, id);
+        pthread_mutex_lock(&grow_lock);
+        json_object_del(grows, id);
+        pthread_mutex_unlock(&grow_lock);
         if (!instance_exists(a, id)) {
             step_done(a, id, "release");
             return false;
@@ -477,7 +560,11 @@ json_t *agent_instance_report(struct agent *a, json_t *d)
                         (json_int_t)local_generation(a, id));
     }
     /* a stop or release that keeps failing says why (the state message),
-     * and once it worked, the message goes */
+     * and once it worked, the message goes; else a data disk that could not
+     * grow online says so (grow_data_disk) */
+    json_t *grow = retry ? NULL : grow_report(id);
+    if (grow)
+        json_object_set_new(rep, "message", grow);
     if (retry && json_object_get(retry, "cleared")) {
         json_object_set_new(rep, "message", json_string(""));
     } else if (retry) {

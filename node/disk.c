@@ -22,6 +22,9 @@
 
 #define LOOP_MAJOR_NUMBER 7
 
+/* linux/capability.h's CAP_SYS_RESOURCE */
+#define CAP_SYS_RESOURCE_BIT 24
+
 /* The inode tables of a fresh sparse file already read as zeros, so the
  * kernel need not zero them behind our back (which would also make the file
  * less sparse). */
@@ -335,5 +338,103 @@ int disk_remove(const char *path, struct sl_error *err)
                        path, dev);
     if (unlink(path) < 0 && errno != ENOENT)
         return sl_fail_errno(err, "unable to remove '%s'", path);
+    return 0;
+}
+
+/* Whether the loop device open as loop_fd has the file of st behind it:
+ * the sysfs name found it, this makes sure it is that file (same device
+ * and inode), not another that a rename put at the path. */
+static bool loop_holds(int loop_fd, const struct stat *st)
+{
+    struct loop_info64 info;
+    if (ioctl(loop_fd, LOOP_GET_STATUS64, &info) < 0)
+        return false;
+    return info.lo_inode == (uint64_t)st->st_ino && info.lo_device == (uint64_t)st->st_dev;
+}
+
+/* Whether this process may resize a mounted ext4 (the kernel's
+ * EXT4_IOC_RESIZE_FS wants CAP_SYS_RESOURCE; an agent in a container may
+ * lack it). */
+static bool may_resize_online(void)
+{
+    cleanup_fclose FILE *f = fopen("/proc/self/status", "re");
+    char line[256];
+    while (f && fgets(line, sizeof(line), f)) {
+        unsigned long long caps;
+        if (sscanf(line, "CapEff: %llx", &caps) == 1)
+            return caps >> CAP_SYS_RESOURCE_BIT & 1;
+    }
+    return false;
+}
+
+int disk_grow(const char *path, uint64_t size_gib, struct sl_error *err)
+{
+    if (size_gib == 0 || size_gib > DISK_MAX_GIB)
+        return sl_fail(err, SL_E_INVALID, "invalid_disk_size",
+                       "disk size %llu GiB is out of range: use 1..%d",
+                       (unsigned long long)size_gib, DISK_MAX_GIB);
+    /* the agent's own file, never a link: nothing an instance can reach */
+    cleanup_close int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return sl_fail_errno(err, "unable to open disk '%s'", path);
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return sl_fail_errno(err, "unable to stat '%s'", path);
+    if (!S_ISREG(st.st_mode))
+        return sl_fail(err, SL_E_INVALID, "not_a_disk", "'%s' is not a disk file", path);
+    off_t want = (off_t)(size_gib << 30);
+    if (st.st_size > want)
+        return sl_fail(err, SL_E_INVALID, "disk_shrink",
+                       "disk '%s' is %lld GiB, more than %llu GiB: a disk only grows", path,
+                       (long long)(st.st_size >> 30), (unsigned long long)size_gib);
+
+    char dev[64] = "";
+    int attached = disk_find_loop(path, dev, sizeof(dev), err);
+    if (attached < 0)
+        return -1;
+    cleanup_close int loop_fd = -1;
+    if (attached && !may_resize_online())
+        return sl_fail(err, SL_E_UNAVAILABLE, "online_resize_unavailable",
+                       "this host's agent lacks CAP_SYS_RESOURCE, which growing a mounted file "
+                       "system needs (run suanli-node as root with all capabilities)");
+    if (attached) {
+        loop_fd = open(dev, O_RDWR | O_CLOEXEC);
+        if (loop_fd < 0)
+            return sl_fail_errno(err, "unable to open '%s'", dev);
+        if (!loop_holds(loop_fd, &st))
+            return sl_fail(err, SL_E_CONFLICT, "disk_in_use",
+                           "'%s' is not attached to '%s' any more: try again", path, dev);
+    }
+    /* sparse: the file takes no more room on the host until it is written */
+    if (st.st_size < want && ftruncate(fd, want) < 0)
+        return sl_fail_errno(err, "unable to grow '%s' to %llu GiB", path,
+                             (unsigned long long)size_gib);
+    if (attached) {
+        /* the loop device reads its size again; resize2fs then grows the
+         * mounted ext4 online (the kernel's EXT4_IOC_RESIZE_FS) */
+        if (ioctl(loop_fd, LOOP_SET_CAPACITY, 0) < 0)
+            return sl_fail_errno(err, "unable to resize '%s'", dev);
+        const char *argv[] = { "resize2fs", dev, NULL };
+        if (sl_run(argv, NULL, err) < 0) {
+            sl_error_prefix(err, "grow the file system of '%s' (online)", path);
+            return -1;
+        }
+        return 0;
+    }
+    /* not mounted: resize2fs wants a checked file system first; -p mends
+     * only what is safe (exit 1: it did) */
+    const char *fsck[] = { "e2fsck", "-f", "-p", path, NULL };
+    struct sl_subprocess sp = { .argv = fsck };
+    int rc = sl_subprocess_run(&sp, err);
+    if (rc < 0)
+        return -1;
+    if (rc > 1)
+        return sl_fail(err, SL_E_INTERNAL, "fsck_failed",
+                       "e2fsck of '%s' exited %d: the file system needs a manual check", path, rc);
+    const char *argv[] = { "resize2fs", path, NULL };
+    if (sl_run(argv, NULL, err) < 0) {
+        sl_error_prefix(err, "grow the file system of '%s'", path);
+        return -1;
+    }
     return 0;
 }

@@ -54,6 +54,20 @@ int disk_mountinfo_find(FILE *mountinfo, const char *real, char *src, size_t src
  * dev. Returns 1 when found, 0 when none, -1 on error. */
 int disk_find_loop(const char *path, char *dev, size_t dev_size, struct sl_error *err);
 
+/* Grows the disk file at path to size_gib GiB (sparse) and its ext4 to the
+ * whole file. Attached to a loop device (mounted): the device's capacity is
+ * read again and resize2fs grows the mounted file system online, so the
+ * instance sees the new size at once. Not attached: e2fsck -f -p, then
+ * resize2fs on the file. Only the agent's own file is touched: path is
+ * opened without following links, and the loop device is checked to hold
+ * that very file. A file already that size still has its file system grown
+ * (a grow cut short between the two steps finishes). A smaller size is
+ * SL_E_INVALID ("disk_shrink"): a disk only grows. A mounted disk with an
+ * agent that lacks CAP_SYS_RESOURCE (which the kernel's online resize
+ * wants) is SL_E_UNAVAILABLE ("online_resize_unavailable"), nothing
+ * changed: it grows unmounted, at the next start. */
+int disk_grow(const char *path, uint64_t size_gib, struct sl_error *err);
+
 /* Deletes the disk file; it must not be attached to a loop device any more
  * (SL_E_CONFLICT "disk_in_use"). A missing file is a no-op. */
 int disk_remove(const char *path, struct sl_error *err);

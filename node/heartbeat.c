@@ -35,6 +35,8 @@ int agent_heartbeat(struct agent *a, json_t *desired, struct sl_error *err)
                   "instances", report, "images", agent_images_report(a));
     /* where this host serves disk copies for clones (transfer.h) */
     json_object_set_new(body, "transfer_port", json_integer(transfer_server_port()));
+    /* the public datasets here (public-data.h) */
+    json_object_set_new(body, "datasets", agent_public_report(a));
     /* whether it serves the browser's terminal: not without nginx, nor in a
      * chroot (agent.c) */
     json_object_set_new(body, "terminals", json_boolean(a->terminal != NULL));

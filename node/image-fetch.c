@@ -22,6 +22,7 @@ struct build_job {
     char name[IMAGE_NAME_MAX + 1];
     char sha256[65]; /* an uploaded archive to fetch, else "" (build the recipe) */
     char recipe[32];
+    char source[80]; /* "upload:SHA256" or "recipe:NAME": what a failure was of */
 };
 
 /* Fetches an archive an admin uploaded to suanlid, checks its digest and
@@ -71,8 +72,9 @@ static void *build_image(void *p)
     }
     pthread_mutex_lock(&a->lock);
     if (rc < 0) {
-        cleanup_free char *msg = xasprintf("failed: %s", err.message);
-        json_object_set_new(a->builds, job->name, json_string(msg));
+        json_object_set_new(a->builds, job->name,
+                            json_pack("{s:s, s:s, s:s}", "state", "failed", "message", err.message,
+                                      "source", job->source));
         log_error("agent: image %s: %s", job->name, err.message);
     } else {
         json_object_del(a->builds, job->name);
@@ -83,11 +85,56 @@ static void *build_image(void *p)
     return NULL;
 }
 
+/* What the desired state asks of an image: "upload:SHA256" or
+ * "recipe:NAME". */
+static void wanted_source(json_t *w, char *out, size_t size)
+{
+    const char *recipe = json_string_value(json_object_get(w, "recipe"));
+    const char *sha = json_string_value(json_object_get(w, "sha256"));
+
+    if (recipe && strcmp(recipe, "upload") == 0 && sha)
+        snprintf(out, size, "upload:%s", sha);
+    else
+        snprintf(out, size, "recipe:%s", recipe ? recipe : "base");
+}
+
+/* Forgets the failures of images no longer wanted, or now wanted from
+ * another archive or recipe (an admin deleted the image and imported
+ * another under its name): those are tried afresh, and the hosts' report
+ * stops naming the old failure. A failure of what is still wanted stays,
+ * never retried in a loop. */
+static void forget_failures(struct agent *a, json_t *wanted)
+{
+    const char *name;
+    json_t *v, *w;
+    void *tmp;
+    size_t i;
+
+    pthread_mutex_lock(&a->lock);
+    json_object_foreach_safe(a->builds, tmp, name, v)
+    {
+        const char *source = json_string_value(json_object_get(v, "source"));
+        char want[80] = "";
+        if (strcmp(json_string_value(json_object_get(v, "state")), "failed") != 0)
+            continue;
+        json_array_foreach(wanted, i, w)
+        {
+            const char *n = json_string_value(json_object_get(w, "name"));
+            if (n && strcmp(n, name) == 0)
+                wanted_source(w, want, sizeof(want));
+        }
+        if (!want[0] || !source || strcmp(source, want) != 0)
+            json_object_del(a->builds, name);
+    }
+    pthread_mutex_unlock(&a->lock);
+}
+
 void agent_images_converge(struct agent *a, json_t *wanted)
 {
     size_t i;
     json_t *w;
 
+    forget_failures(a, wanted);
     json_array_foreach(wanted, i, w)
     {
         const char *name = json_string_value(json_object_get(w, "name"));
@@ -100,8 +147,11 @@ void agent_images_converge(struct agent *a, json_t *wanted)
         }
         pthread_mutex_lock(&a->lock);
         bool known = json_object_get(a->builds, name) != NULL;
+        char source[80];
+        wanted_source(w, source, sizeof(source));
         if (!known)
-            json_object_set_new(a->builds, name, json_string("building"));
+            json_object_set_new(a->builds, name,
+                                json_pack("{s:s, s:s}", "state", "building", "source", source));
         pthread_mutex_unlock(&a->lock);
         if (known)
             continue;
@@ -114,6 +164,7 @@ void agent_images_converge(struct agent *a, json_t *wanted)
             snprintf(job->sha256, sizeof(job->sha256), "%s", sha);
         /* a recipe this node does not know fails the build with its name */
         snprintf(job->recipe, sizeof(job->recipe), "%s", recipe ? recipe : "base");
+        wanted_source(w, job->source, sizeof(job->source));
         pthread_t t;
         pthread_create(&t, NULL, build_image, job);
         pthread_detach(t);
@@ -159,13 +210,15 @@ json_t *agent_images_report(struct agent *a)
     json_t *v;
     json_object_foreach(a->builds, name, v)
     {
-        const char *s = json_string_value(v);
-        bool failed = strncmp(s, "failed: ", 8) == 0;
+        const char *message = json_string_value(json_object_get(v, "message"));
         if (reported_ready(out, name))
             continue; /* usable now, whatever a rebuild in progress does */
-        json_array_append_new(out, json_pack("{s:s, s:s, s:s}", "name", name, "state",
-                                             failed ? "failed" : "building", "message",
-                                             failed ? s + 8 : ""));
+        /* with what it was made from: suanlid ignores a report of an image
+         * since deleted and made again from another archive */
+        json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:s}", "name", name, "state",
+                                             json_string_value(json_object_get(v, "state")),
+                                             "message", message ? message : "", "source",
+                                             json_string_value(json_object_get(v, "source"))));
     }
     pthread_mutex_unlock(&a->lock);
     return out;

@@ -464,6 +464,9 @@ static int set_xattrs(struct unpack *u, int fd, struct archive_entry *e)
          * from whiteouts: an image must not forge them */
         if (strncmp(name, OVERLAY_XATTRS, strlen(OVERLAY_XATTRS)) == 0)
             continue;
+        /* a dataset keeps its user.* attributes only: no file capabilities */
+        if ((u->flags & IMAGE_LAYER_DATASET) && strncmp(name, "user.", 5) != 0)
+            continue;
         if (fsetxattr(fd, name, value, len, 0) < 0 && errno != ENOTSUP)
             return entry_fail(u, "unable to set xattr '%.64s': %s", name, strerror(errno));
     }
@@ -486,7 +489,8 @@ static int set_attrs_fd(struct unpack *u, int fd, struct archive_entry *e, bool 
 {
     if (fchown(fd, (uid_t)archive_entry_uid(e), (gid_t)archive_entry_gid(e)) < 0)
         return entry_fail_errno(u, "set the owner");
-    if (fchmod(fd, archive_entry_perm(e) & 07777) < 0)
+    mode_t keep = (u->flags & IMAGE_LAYER_DATASET) ? 01777 : 07777; /* a dataset: no set-id */
+    if (fchmod(fd, archive_entry_perm(e) & keep) < 0)
         return entry_fail_errno(u, "set the mode");
     if (set_xattrs(u, fd, e) < 0)
         return -1;
@@ -693,6 +697,45 @@ static int skip_entry(struct unpack *u, struct archive_entry *e, const char *kin
     return 0;
 }
 
+/* A dataset's symlink must stay inside the dataset, read as written: an
+ * absolute target, or one whose ".." climb above the tree's top from where
+ * the link is, fails the entry. (Inside an instance a link resolves in the
+ * instance's own root anyway; this keeps the tree closed for host code too.)
+ * True when it failed. */
+static bool symlink_escapes(struct unpack *u, const char *path, struct archive_entry *e)
+{
+    const char *target = archive_entry_symlink_utf8(e);
+    if (!target)
+        target = archive_entry_symlink(e);
+    if (!target || !target[0])
+        return false; /* make_node refuses it */
+    if (target[0] == '/') {
+        entry_fail(u,
+                   "symlink to the absolute path '%.160s' refused: a dataset's links stay "
+                   "inside it (make it relative)",
+                   target);
+        return true;
+    }
+    long depth = 0;
+    for (const char *p = path; *p; p++)
+        depth += *p == '/';
+    for (const char *p = target; *p;) {
+        size_t len = strcspn(p, "/");
+        if (len == 2 && p[0] == '.' && p[1] == '.') {
+            if (--depth < 0) {
+                entry_fail(u, "symlink to '%.160s' leaves the dataset, refused", target);
+                return true;
+            }
+        } else if (len > 0 && !(len == 1 && p[0] == '.')) {
+            depth++;
+        }
+        p += len;
+        while (*p == '/')
+            p++;
+    }
+    return false;
+}
+
 static int unpack_entry(struct unpack *u, struct archive *a, struct archive_entry *e)
 {
     char path[PATH_MAX];
@@ -709,6 +752,10 @@ static int unpack_entry(struct unpack *u, struct archive *a, struct archive_entr
     }
     /* decided from the header alone, before anything is made */
     if (!hardlink) {
+        if ((u->flags & IMAGE_LAYER_DATASET) && (type == AE_IFIFO || type == AE_IFCHR))
+            return skip_entry(u, e, type == AE_IFIFO ? "fifo" : "character device");
+        if ((u->flags & IMAGE_LAYER_DATASET) && type == AE_IFLNK && symlink_escapes(u, path, e))
+            return -1;
         if ((type == AE_IFCHR && archive_entry_rdev(e) != makedev(0, 0)) || type == AE_IFBLK)
             return skip_entry(u, e, type == AE_IFCHR ? "character device" : "block device");
         if (type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK && type != AE_IFIFO &&
@@ -914,7 +961,12 @@ int image_layer_unpack(int fd, const char *dir, unsigned flags, const char *file
     rc = 0;
 out:
     budget->bytes += u.s.size;
-    if (u.skipped)
+    if (u.skipped && (flags & IMAGE_LAYER_DATASET))
+        log_warn("import '%s': %s: %llu device node%s, fifo%s or socket%s not extracted (the "
+                 "first: %s): a dataset holds files, directories and links",
+                 file, what, (unsigned long long)u.skipped, u.skipped == 1 ? "" : "s",
+                 u.skipped == 1 ? "" : "s", u.skipped == 1 ? "" : "s", u.first_skipped);
+    else if (u.skipped)
         log_warn("import '%s': %s: %llu device node%s or socket%s not extracted (the first: %s): "
                  "an image holds none, runc makes /dev",
                  file, what, (unsigned long long)u.skipped, u.skipped == 1 ? "" : "s",

@@ -66,6 +66,11 @@ enum {
      * 0/0 character device NAME, ".wh..wh..opq" the directory's
      * trusted.overlay.opaque="y". Without it they stay plain files. */
     IMAGE_LAYER_WHITEOUTS = 1 << 0,
+    /* A public dataset (public-data.h), not an image layer: a symlink whose
+     * target is absolute or climbs out of the tree ("../../etc") is refused,
+     * fifos and 0/0 character devices are skipped (no channel between
+     * instances through a shared tree), set-id bits are dropped. */
+    IMAGE_LAYER_DATASET = 1 << 1,
 };
 
 struct image_layer {

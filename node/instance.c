@@ -8,12 +8,15 @@
 #include "rootfs.h"
 #include "steps.h"
 #include "../lib/cleanup.h"
+#include "../lib/file.h"
 #include "../lib/xalloc.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 char *instance_dir(const struct node_host *host, const char *id)
@@ -104,6 +107,37 @@ fail:
     return -1;
 }
 
+int instance_grow_data_disk(const struct node_host *host, const char *id, unsigned gib,
+                            struct sl_error *err)
+{
+    cleanup_free char *data = path_in(host, id, "data.img");
+    cleanup_free char *marker = path_in(host, id, "data.gib");
+    struct stat st;
+
+    if (gib == 0 || lstat(data, &st) < 0 || !S_ISREG(st.st_mode))
+        return 0; /* no data disk (yet): a start makes it at its size */
+    cleanup_free char *text = fs_read_file(marker, 32, NULL, NULL);
+    uint64_t fs_gib = text ? strtoull(text, NULL, 10) : (uint64_t)st.st_size >> 30;
+    if (fs_gib >= gib && (uint64_t)st.st_size >= (uint64_t)gib << 30)
+        return 0;
+    char line[32];
+    int n;
+    if (!text) {
+        /* what the file system spans before the file grows */
+        n = snprintf(line, sizeof(line), "%llu\n", (unsigned long long)fs_gib);
+        if (sl_file_write(marker, line, (size_t)n, 0600, 0, err) < 0)
+            return -1;
+    }
+    if (disk_grow(data, gib, err) < 0) {
+        sl_error_prefix(err, "grow the data disk of '%s' to %u GiB", id, gib);
+        return -1;
+    }
+    n = snprintf(line, sizeof(line), "%u\n", gib);
+    if (sl_file_write(marker, line, (size_t)n, 0600, 0, err) < 0)
+        return -1;
+    return 1;
+}
+
 static int mount_root(const struct node_host *host, const struct instance_spec *spec,
                       struct sl_error *err)
 {
@@ -182,6 +216,16 @@ static int start_local(const struct node_host *host, const struct instance_spec 
     cleanup_free char *cgroup = xasprintf("/suanli/%s", id);
     bool has_data = access(data, F_OK) == 0;
 
+    /* a data disk resized while the instance was stopped (or that could
+     * not grow online) grows now, before it is mounted (disk_grow): the
+     * start has the bigger disk */
+    if (has_data) {
+        int grown = instance_grow_data_disk(host, id, spec->data_disk_gib, err);
+        if (grown < 0)
+            return -1;
+        if (grown)
+            steps_mark("grow data disk");
+    }
     if (disk_mount(system, sys_mount, err) < 0)
         return -1;
     if (has_data && disk_mount(data, data_mount, err) < 0)
@@ -200,7 +244,8 @@ static int start_local(const struct node_host *host, const struct instance_spec 
                               .root_password_crypt = spec->root_password_crypt,
                               .authorized_keys = spec->authorized_keys,
                               .jupyter_port = spec->jupyter_port,
-                              .jupyter_token = spec->jupyter_token };
+                              .jupyter_token = spec->jupyter_token,
+                              .autodl_paths = spec->autodl_paths };
     if (boot_write(boot, &bp, err) < 0)
         return -1;
     drop_old_etc_files(boot);
@@ -218,6 +263,7 @@ static int start_local(const struct node_host *host, const struct instance_spec 
                              .boot_dir = boot,
                              .etc_dir = etc,
                              .data_dir = has_data ? data_mount : NULL,
+                             .public_dir = host->public_dir,
                              .cgroup_path = cgroup,
                              .lxcfs_dir = host->lxcfs_dir,
                              .lxcfs_own = host->lxcfs_own,

@@ -30,8 +30,9 @@ struct node_host {
     const char *data_dir;
     const struct runtime *runtime;
     const struct net_config *net;
-    const char *lxcfs_dir; /* lxcfs.h: bound over the instances' /proc files; NULL: none */
-    bool lxcfs_own;        /* the agent's own: started when an instance starts */
+    const char *lxcfs_dir;  /* lxcfs.h: bound over the instances' /proc files; NULL: none */
+    bool lxcfs_own;         /* the agent's own: started when an instance starts */
+    const char *public_dir; /* DATA/public, bound read-only at /root/public; NULL: none */
 };
 
 struct instance_spec {
@@ -49,6 +50,7 @@ struct instance_spec {
     size_t n_gpus;
     unsigned jupyter_port; /* 0: none; see boot.h */
     const char *jupyter_token;
+    bool autodl_paths; /* links /root/autodl-tmp etc. (boot.h) */
 };
 
 /* DATA/instances/<id>; the caller frees it. */
@@ -70,6 +72,16 @@ int instance_start(const struct node_host *host, const struct instance_spec *spe
  * a failed step and reports the first. */
 int instance_stop(const struct node_host *host, const char *id, unsigned host_port, int grace_ms,
                   struct sl_error *err);
+
+/* Grows the instance's data disk to gib GiB (disk_grow: online when it is
+ * mounted, the instance sees it at once) when its file system is smaller.
+ * DATA/instances/<id>/data.gib holds the size the file system was last
+ * grown to (absent: the file's size, as disk_create made it), so a pass
+ * that finds it that size already costs a stat and a read. Returns 1 when
+ * it grew, 0 when there was nothing to do (no data disk, or it is that
+ * size or bigger: a disk never shrinks), -1 on error. */
+int instance_grow_data_disk(const struct node_host *host, const char *id, unsigned gib,
+                            struct sl_error *err);
 
 /* Whether a stopped instance still holds anything on the host besides its
  * files: a network attachment (net_attached) or a mount. After a crash of

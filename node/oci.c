@@ -3,6 +3,7 @@
 #include "fsutil.h"
 #include "gpu-devices.h"
 #include "lxcfs.h"
+#include "public-data.h"
 #include "rootfs.h"
 #include "seccomp.h"
 #include "../lib/buf.h"
@@ -102,6 +103,12 @@ static json_t *mounts(const struct oci_params *p)
     if (p->data_dir)
         json_array_append_new(
             m, mount_entry(OCI_DATA_MOUNT, "bind", p->data_dir, "rbind,nosuid,nodev"));
+    /* public datasets: read-only for root inside (no CAP_SYS_ADMIN to
+     * remount it); rbind takes the host directories bound into it along,
+     * themselves read-only on the host (public-data.h) */
+    if (p->public_dir)
+        json_array_append_new(m, mount_entry(PUBLIC_DATA_MOUNT, "bind", p->public_dir,
+                                             "rbind,ro,nosuid,nodev,noexec"));
     /* free, top and /proc/meminfo show the instance's own limits (lxcfs.h);
      * read-only: a write to them reaches lxcfs, never the kernel */
     for (size_t i = 0; p->lxcfs_dir && i < lxcfs_files_count; i++) {

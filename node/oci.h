@@ -22,6 +22,8 @@ struct oci_params {
     const char *etc_dir;     /* hosts, hostname, resolv.conf on the system disk
                                 (rootfs_write_etc), bound over /etc's; NULL: none */
     const char *data_dir;    /* host path of the mounted data disk; NULL: none */
+    const char *public_dir;  /* DATA/public (public-data.h), bound read-only, nosuid,
+                                nodev, noexec at /root/public; NULL: none */
     const char *cgroup_path; /* e.g. "/suanli/<id>" */
     const char *lxcfs_dir;   /* an lxcfs mount (lxcfs.h) whose files are bound over
                                 /proc's inside; NULL: the kernel's, the host's figures */

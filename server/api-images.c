@@ -1,6 +1,7 @@
 /* Images as renters pick them, and the admin's request to build one: the
  * control plane records the wish, every node of the region builds it (the
  * recipe) and reports what it holds (DESIGN.md section 6). */
+#include "archive-check.h"
 #include "routes.h"
 
 #include "../lib/cleanup.h"
@@ -10,6 +11,7 @@
 #include "../lib/xalloc.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -47,6 +49,10 @@ static json_t *image_json(struct db_rows *rows, void *ctx)
     " (SELECT y.node_id FROM node_images y WHERE y.name = i.name AND y.state = 'ready'"            \
     "  ORDER BY y.node_id LIMIT 1)"
 
+/* A renter sees the images an instance can start from now: ready on a host,
+ * and not someone else's private one. One that is pending, building or
+ * failed is the admin's business (its name and its hosts' messages among
+ * it), and shows to admins only. */
 int api_images_list(struct api_request *req, struct api_response *res, struct sl_error *err)
 {
     int64_t limit, after;
@@ -54,9 +60,41 @@ int api_images_list(struct api_request *req, struct api_response *res, struct sl
     if (api_page_params(req, &limit, &after, err) < 0)
         return -1;
     cleanup_rows struct db_rows *rows =
-        store_query(req->srv->store, IMAGE_SELECT " WHERE i.seq > ?1 ORDER BY i.seq LIMIT ?2",
-                    DB_ARGS(DB_INT(after), DB_INT(limit)), err);
+        store_query(req->srv->store,
+                    IMAGE_SELECT " WHERE i.seq > ?1 AND (?3 OR (EXISTS (SELECT 1 FROM node_images x"
+                                 " WHERE x.name = i.name AND x.state = 'ready')"
+                                 " AND (i.kind != 'private' OR i.created_by = ?4)))"
+                                 " ORDER BY i.seq LIMIT ?2",
+                    DB_ARGS(DB_INT(after), DB_INT(limit), DB_INT(req->caller.admin),
+                            DB_TEXT(req->caller.user_id)),
+                    err);
     return rows ? api_reply_rows(res, rows, image_json, NULL, limit, err) : -1;
+}
+
+/* Refuses a new image under a name that hosts still hold or are importing
+ * from before (an image of that name was deleted): they would keep the old
+ * files and report them ready under the new one. Hosts' failures of the old
+ * one are forgotten, so that the new one's hosts read "missing" until they
+ * report it (nodes.c ignores their reports of the old one). */
+static int claim_name(struct server *srv, const char *name, struct sl_error *err)
+{
+    int64_t n;
+
+    if (store_get_int(srv->store,
+                      "SELECT COUNT(*) FROM node_images x WHERE x.name = ?1"
+                      " AND x.state IN ('ready', 'building')"
+                      " AND NOT EXISTS (SELECT 1 FROM images i WHERE i.name = ?1)",
+                      DB_ARGS(DB_TEXT(name)), &n, err) < 0)
+        return -1;
+    if (n)
+        return sl_fail(err, SL_E_CONFLICT, "image_name_held",
+                       "%" PRId64 " host(s) still hold or are importing an earlier image named "
+                       "'%s', which was deleted: give this one another name",
+                       n, name);
+    return store_exec(srv->store,
+                      "DELETE FROM node_images WHERE name = ?1"
+                      " AND NOT EXISTS (SELECT 1 FROM images i WHERE i.name = ?1)",
+                      DB_ARGS(DB_TEXT(name)), err);
 }
 
 int api_admin_images_create(struct api_request *req, struct api_response *res, struct sl_error *err)
@@ -98,6 +136,8 @@ int api_admin_images_create(struct api_request *req, struct api_response *res, s
                        "plus Debian's PyTorch and torchvision; 'venv' is base plus a project "
                        "environment (/root/venv) and what compiling extensions needs",
                        recipe);
+    if (claim_name(req->srv, name, err) < 0)
+        return -1;
     if (store_exec(req->srv->store,
                    "INSERT INTO images (name, kind, recipe, region_id, description, created_by,"
                    " created_at) VALUES (?1, 'base', ?2, ?3, ?4, ?5, ?6)",
@@ -134,8 +174,35 @@ static bool is_hex64(const char *s)
     return n == 64;
 }
 
-/* Makes a rename in dir last: some file systems cannot sync a directory, and
- * there is nothing more to do on those. */
+/* Before the upload's transaction: what the archive itself tells
+ * (archive-check.h), so that a damaged or hostile one is refused now, with
+ * the reason, and the hosts' wait is only for what they find. */
+int api_admin_images_upload_prepare(struct api_request *req, struct sl_error *err)
+{
+    enum archive_kind kind;
+
+    if (!req->upload_path || req->upload_size == 0)
+        return 0; /* the handler says what is missing */
+    if (archive_check(req->upload_path, (uint64_t)req->srv->cfg.max_unpacked_bytes, &kind, err) <
+        0) {
+        if (err->kind == SL_E_INVALID || err->kind == SL_E_TOO_LARGE)
+            log_info("upload: image '%s' refused: %s", req->params[0], err->message);
+        return -1;
+    }
+    enum archive_kind *kept = xmalloc(sizeof(*kept));
+    *kept = kind;
+    req->prepared = kept;
+    req->prepared_free = free;
+    return 0;
+}
+
+static const char *format_name(const enum archive_kind *kind)
+{
+    if (!kind)
+        return "unknown";
+    return *kind == ARCHIVE_DOCKER ? "docker" : *kind == ARCHIVE_OCI ? "oci" : "rootfs";
+}
+
 /* PUT /v1/admin/images/{name}/archive: the body is a rootfs tarball, a
  * `docker save` tarball or an OCI layout in a tar (any compression the node
  * reads); it is kept as DATA/uploads/<sha256>.archive and every node of the
@@ -177,6 +244,8 @@ int api_admin_images_upload(struct api_request *req, struct api_response *res, s
             return sl_fail(err, SL_E_NOT_FOUND, "no_such_region",
                            "no region '%s': list them with suanli regions", region);
     }
+    if (claim_name(srv, name, err) < 0)
+        return -1;
     cleanup_free char *recipe = xasprintf("upload:%s", req->upload_sha256);
     if (store_exec(srv->store,
                    "INSERT INTO images (name, kind, recipe, region_id, description, created_by,"
@@ -217,6 +286,7 @@ int api_admin_images_upload(struct api_request *req, struct api_response *res, s
     json_t *j = image_json(rows, NULL);
     json_object_set_new(j, "sha256", json_string(req->upload_sha256));
     json_object_set_new(j, "upload_bytes", json_integer((json_int_t)req->upload_size));
+    json_object_set_new(j, "format", json_string(format_name(req->prepared)));
     api_reply(res, 201, j);
     return 0;
 }
@@ -246,10 +316,11 @@ int api_nodes_upload_get(struct api_request *req, struct api_response *res, stru
 static json_t *image_host_json(struct db_rows *rows, void *ctx)
 {
     (void)ctx;
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:o}", "node_id", db_text(rows, 0), "hostname",
-                     db_text(rows, 1), "region", db_text(rows, 2), "state", db_text(rows, 3),
-                     "message", db_text(rows, 4), "size_bytes", (json_int_t)db_int(rows, 5),
-                     "updated_at", db_null(rows, 6) ? json_null() : api_time(db_int(rows, 6)));
+    return json_pack(
+        "{s:s, s:s, s:s, s:s, s:s, s:I, s:o, s:b}", "node_id", db_text(rows, 0), "hostname",
+        db_text(rows, 1), "region", db_text(rows, 2), "state", db_text(rows, 3), "message",
+        db_text(rows, 4), "size_bytes", (json_int_t)db_int(rows, 5), "updated_at",
+        db_null(rows, 6) ? json_null() : api_time(db_int(rows, 6)), "online", (int)db_int(rows, 7));
 }
 
 /* GET /v1/admin/images/{name}/hosts: the image on each host of its region
@@ -266,14 +337,16 @@ int api_admin_image_hosts(struct api_request *req, struct api_response *res, str
     if (n == 0)
         return sl_fail(err, SL_E_NOT_FOUND, "no_such_image",
                        "no image '%s': list them with suanli images", req->params[0]);
-    cleanup_rows struct db_rows *rows =
-        store_query(req->srv->store,
-                    "SELECT n.id, n.hostname, n.region_id, COALESCE(x.state, 'missing'),"
-                    " COALESCE(x.message, ''), COALESCE(x.size_bytes, 0), x.updated_at"
-                    " FROM images i JOIN nodes n ON (i.region_id = '' OR n.region_id = i.region_id)"
-                    " LEFT JOIN node_images x ON x.node_id = n.id AND x.name = i.name"
-                    " WHERE i.name = ?1 AND n.removed_at IS NULL ORDER BY n.region_id, n.id",
-                    DB_ARGS(DB_TEXT(req->params[0])), err);
+    cleanup_rows struct db_rows *rows = store_query(
+        req->srv->store,
+        "SELECT n.id, n.hostname, n.region_id, COALESCE(x.state, 'missing'),"
+        " COALESCE(x.message, ''), COALESCE(x.size_bytes, 0), x.updated_at,"
+        " COALESCE(n.last_heartbeat, 0) > ?2"
+        " FROM images i JOIN nodes n ON (i.region_id = '' OR n.region_id = i.region_id)"
+        " LEFT JOIN node_images x ON x.node_id = n.id AND x.name = i.name"
+        " WHERE i.name = ?1 AND n.removed_at IS NULL ORDER BY n.region_id, n.id",
+        DB_ARGS(DB_TEXT(req->params[0]), DB_INT(sl_time_now() - req->srv->cfg.node_offline_after)),
+        err);
     if (!rows)
         return -1;
     cleanup_json json_t *items = json_array();
@@ -283,5 +356,70 @@ int api_admin_image_hosts(struct api_request *req, struct api_response *res, str
     if (rc < 0)
         return -1;
     api_reply(res, 200, json_pack("{s:s, s:O}", "image", req->params[0], "items", items));
+    return 0;
+}
+
+/* DELETE /v1/admin/images/{name}: renters can no longer pick it. Refused
+ * while an instance (any state but released) was made from it: its disks
+ * need the image's layers on its host. The hosts' report of it is kept, so
+ * that a new image cannot take the name while a host still holds the old
+ * files (claim_name); a host forgets a failed import of an image no
+ * longer wanted. The uploaded archive goes when no other image uses it. */
+int api_admin_images_delete(struct api_request *req, struct api_response *res, struct sl_error *err)
+{
+    struct server *srv = req->srv;
+    const char *name = req->params[0];
+    int64_t in_use;
+
+    cleanup_rows struct db_rows *img = store_query(
+        srv->store, "SELECT recipe FROM images WHERE name = ?1", DB_ARGS(DB_TEXT(name)), err);
+    if (!img)
+        return -1;
+    int rc = db_next(img, err);
+    if (rc < 0)
+        return -1;
+    if (rc == 0)
+        return sl_fail(err, SL_E_NOT_FOUND, "no_such_image",
+                       "no image '%s': list them with suanli image ls", name);
+    cleanup_free char *recipe = xstrdup(db_text(img, 0));
+    if (store_get_int(srv->store,
+                      "SELECT COUNT(*) FROM instances WHERE image = ?1 AND state != 'released'",
+                      DB_ARGS(DB_TEXT(name)), &in_use, err) < 0)
+        return -1;
+    if (in_use) {
+        cleanup_rows struct db_rows *one =
+            store_query(srv->store,
+                        "SELECT id FROM instances WHERE image = ?1 AND state != 'released'"
+                        " ORDER BY id LIMIT 1",
+                        DB_ARGS(DB_TEXT(name)), err);
+        if (!one || db_next(one, err) < 0)
+            return -1;
+        return sl_fail(err, SL_E_CONFLICT, "image_in_use",
+                       "image '%s' is in use by %" PRId64 " instance(s) that are not released "
+                       "(such as %s): their disks are built on it; delete it once they are "
+                       "released",
+                       name, in_use, db_text(one, 0));
+    }
+    if (store_exec(srv->store, "DELETE FROM images WHERE name = ?1", DB_ARGS(DB_TEXT(name)), err) <
+            0 ||
+        store_exec(srv->store,
+                   "UPDATE nodes SET desired_revision = desired_revision + 1"
+                   " WHERE removed_at IS NULL",
+                   DB_NO_ARGS, err) < 0)
+        return -1;
+    int64_t shared = 0;
+    if (strncmp(recipe, "upload:", 7) == 0 &&
+        store_get_int(srv->store, "SELECT COUNT(*) FROM images WHERE recipe = ?1",
+                      DB_ARGS(DB_TEXT(recipe)), &shared, err) < 0)
+        return -1;
+    if (strncmp(recipe, "upload:", 7) == 0 && !shared && is_hex64(recipe + 7)) {
+        /* after the commit would be exact; a failed commit leaves an image
+         * whose hosts that lack it fail to fetch it, which says so */
+        cleanup_free char *kept = xasprintf("%s/uploads/%s.archive", srv->cfg.data_dir, recipe + 7);
+        if (unlink(kept) < 0 && errno != ENOENT)
+            log_warn("delete image '%s': unable to remove '%s': %s", name, kept, strerror(errno));
+    }
+    store_note_change(srv->store);
+    api_reply(res, 204, NULL);
     return 0;
 }

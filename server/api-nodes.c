@@ -1,6 +1,7 @@
 /* Hosts: join tokens and the node list for admins; enrollment and
  * heartbeats for the agents (DESIGN.md section 1). */
 #include "clones.h"
+#include "datasets.h"
 #include "instances.h"
 #include "nodes.h"
 #include "routes.h"
@@ -242,6 +243,8 @@ int api_nodes_heartbeat(struct api_request *req, struct api_response *res, struc
         { "instances", SL_JSON_ARRAY, .max_len = 4096, .out = &instances },
         { "activity", SL_JSON_ARRAY, .max_len = 4096, .out = &activity },
         { "images", SL_JSON_ARRAY, .max_len = 1024 },
+        /* the public datasets it holds (datasets.h) */
+        { "datasets", SL_JSON_ARRAY, .max_len = 1024 },
         /* where the node serves disk copies (clones.h); 0: it does not */
         { "transfer_port", SL_JSON_INT, .min = 0, .max = 65535, .out = &transfer_port },
         /* whether it serves the browser's terminal (terminal.h) */
@@ -268,6 +271,9 @@ int api_nodes_heartbeat(struct api_request *req, struct api_response *res, struc
         return -1;
     images = json_object_get(req->json, "images");
     if (images && nodes_apply_images(req->srv, req->params[0], images, err) < 0)
+        return -1;
+    json_t *datasets = json_object_get(req->json, "datasets");
+    if (datasets && datasets_apply_report(req->srv->store, req->params[0], datasets, err) < 0)
         return -1;
     if (store_get_int(req->srv->store, "SELECT desired_revision FROM nodes WHERE id = ?1",
                       DB_ARGS(DB_TEXT(req->params[0])), &desired, err) < 0)

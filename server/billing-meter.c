@@ -213,10 +213,12 @@ static int64_t billable_until(const struct meter *m, int64_t now)
     return to < m->settled ? m->settled : to;
 }
 
-static int open_meter(struct store *st, const char *instance_id, const char *item, int64_t quantity,
-                      int64_t unit_price, int64_t period, struct sl_error *err)
+/* Opens a meter starting at now. */
+static int open_meter_at(struct store *st, const char *instance_id, const char *item,
+                         int64_t quantity, int64_t unit_price, int64_t period, int64_t now,
+                         struct sl_error *err)
 {
-    int64_t amount, now = sl_time_now();
+    int64_t amount;
 
     if (sl_money_mul(unit_price, quantity, &amount, err) < 0)
         return -1;
@@ -230,6 +232,12 @@ static int open_meter(struct store *st, const char *instance_id, const char *ite
                       err) < 0
                ? -1
                : 0;
+}
+
+static int open_meter(struct store *st, const char *instance_id, const char *item, int64_t quantity,
+                      int64_t unit_price, int64_t period, struct sl_error *err)
+{
+    return open_meter_at(st, instance_id, item, quantity, unit_price, period, sl_time_now(), err);
 }
 
 int billing_open_compute(struct server *srv, const char *instance_id, struct sl_error *err)
@@ -270,7 +278,10 @@ int billing_open_compute(struct server *srv, const char *instance_id, struct sl_
     return open_meter(st, instance_id, nogpu ? "nogpu" : "gpu", gpus, price, HOUR, err);
 }
 
-int billing_open_storage(struct server *srv, const char *instance_id, struct sl_error *err)
+/* The data disk's meter, starting at now (when it is larger than the free
+ * size). */
+static int open_storage_at(struct server *srv, const char *instance_id, int64_t now,
+                           struct sl_error *err)
 {
     struct store *st = srv->store;
     char region[64];
@@ -288,25 +299,33 @@ int billing_open_storage(struct server *srv, const char *instance_id, struct sl_
         gib = db_int(rows, 0);
         snprintf(region, sizeof(region), "%s", db_text(rows, 1));
     }
-    rc = catalog_price_at(st, CATALOG_DATA_DISK, region, sl_time_now(), &price, &free_gib, err);
+    rc = catalog_price_at(st, CATALOG_DATA_DISK, region, now, &price, &free_gib, err);
     if (rc < 0)
         return -1;
     if (rc == 0 || gib <= free_gib || price == 0)
         return 0; /* nothing to bill */
-    return open_meter(st, instance_id, "data_disk", gib - free_gib, price, DAY, err);
+    return open_meter_at(st, instance_id, "data_disk", gib - free_gib, price, DAY, now, err);
 }
 
-int billing_close(struct server *srv, const char *instance_id, bool storage, struct sl_error *err)
+int billing_open_storage(struct server *srv, const char *instance_id, struct sl_error *err)
+{
+    return open_storage_at(srv, instance_id, sl_time_now(), err);
+}
+
+/* Ends the instance's open meters that `which` selects (0: all but the
+ * data disk's, 1: all, 2: only the data disk's) at now and settles them. */
+static int close_meters(struct server *srv, const char *instance_id, int which, int64_t now,
+                        struct sl_error *err)
 {
     struct store *st = srv->store;
-    int64_t now = sl_time_now();
     size_t n;
 
     if (store_exec(st,
                    "UPDATE meters SET ended_at = CASE WHEN ?2 > started_at THEN ?2"
-                   " ELSE started_at END WHERE instance_id = ?1"
-                   " AND ended_at IS NULL AND (?3 = 1 OR item != 'data_disk')",
-                   DB_ARGS(DB_TEXT(instance_id), DB_INT(now), DB_INT(storage)), err) < 0)
+                   " ELSE started_at END WHERE instance_id = ?1 AND ended_at IS NULL"
+                   " AND (?3 = 1 OR (?3 = 0 AND item != 'data_disk')"
+                   " OR (?3 = 2 AND item = 'data_disk'))",
+                   DB_ARGS(DB_TEXT(instance_id), DB_INT(now), DB_INT(which)), err) < 0)
         return -1;
     /* settle what just ended, as far as the host has reported */
     cleanup_free struct meter *ms =
@@ -318,6 +337,20 @@ int billing_close(struct server *srv, const char *instance_id, bool storage, str
     if (!ms)
         return -1;
     return settle_all(st, ms, n, now, billable_until, err);
+}
+
+int billing_close(struct server *srv, const char *instance_id, bool storage, struct sl_error *err)
+{
+    return close_meters(srv, instance_id, storage ? 1 : 0, sl_time_now(), err);
+}
+
+int billing_resize_storage(struct server *srv, const char *instance_id, struct sl_error *err)
+{
+    /* one instant: the old meter ends at the second the new one starts */
+    int64_t now = sl_time_now();
+    if (close_meters(srv, instance_id, 2, now, err) < 0)
+        return -1;
+    return open_storage_at(srv, instance_id, now, err);
 }
 
 int billing_host_reported(struct server *srv, const char *node_id, struct sl_error *err)

@@ -37,6 +37,12 @@
 int billing_open_compute(struct server *srv, const char *instance_id, struct sl_error *err);
 /* Opens the data disk meter when the disk is larger than the free size. */
 int billing_open_storage(struct server *srv, const char *instance_id, struct sl_error *err);
+/* The data disk's size changed (its row holds the new one): its open
+ * data_disk meter ends now and is settled, and one at the new size (the
+ * catalog's price and free size now) opens at the same second, so nothing
+ * is charged at the new size before the change and nothing at the old one
+ * after it. */
+int billing_resize_storage(struct server *srv, const char *instance_id, struct sl_error *err);
 /* Ends the instance's compute meter (and, with storage, every meter) now
  * and settles it. */
 int billing_close(struct server *srv, const char *instance_id, bool storage, struct sl_error *err);

@@ -7,6 +7,7 @@
 #include "../lib/timefmt.h"
 #include "billing.h"
 #include "clones.h"
+#include "datasets.h"
 #include "migrations.h"
 #include "instance-states.h"
 #include "instance-view.h"
@@ -98,6 +99,9 @@ json_t *instances_desired(struct server *srv, const char *node_id, struct sl_err
                 "system_disk_gib", (json_int_t)db_int(rows, 7), "data_disk_gib",
                 (json_int_t)db_int(rows, 8), "ssh_port", (json_int_t)db_int(rows, 9),
                 "root_password_crypt", db_text(rows, 10), "authorized_keys", keys));
+        /* the AutoDL paths, made by the init at the start (node/boot.c) */
+        json_object_set_new(json_array_get(items, json_array_size(items) - 1), "autodl_paths",
+                            json_boolean(srv->cfg.autodl_paths));
     }
     if (rc < 0 || ports_desired(srv, items, err) < 0)
         return NULL;
@@ -124,8 +128,11 @@ json_t *instances_desired(struct server *srv, const char *node_id, struct sl_err
     }
     if (rc < 0)
         return NULL;
-    return json_pack("{s:I, s:O, s:O, s:O}", "revision", (json_int_t)revision, "instances", items,
-                     "images", wanted, "exports", exports);
+    cleanup_json json_t *datasets = datasets_desired(st, node_id, err);
+    if (!datasets)
+        return NULL;
+    return json_pack("{s:I, s:O, s:O, s:O, s:O}", "revision", (json_int_t)revision, "instances",
+                     items, "images", wanted, "exports", exports, "datasets", datasets);
 }
 
 /* At most this many `oom` events per report: a loop that keeps running out

@@ -350,6 +350,8 @@ int nodes_remove(struct server *srv, const char *node_id, struct sl_error *err)
     if (store_exec(st, "DELETE FROM gpus WHERE node_id = ?1", DB_ARGS(DB_TEXT(node_id)), err) < 0 ||
         store_exec(st, "DELETE FROM node_images WHERE node_id = ?1", DB_ARGS(DB_TEXT(node_id)),
                    err) < 0 ||
+        store_exec(st, "DELETE FROM node_datasets WHERE node_id = ?1", DB_ARGS(DB_TEXT(node_id)),
+                   err) < 0 ||
         store_exec(st,
                    "UPDATE nodes SET removed_at = ?2, token_hash = 'removed:' || id,"
                    " cordoned_at = COALESCE(cordoned_at, ?2) WHERE id = ?1",

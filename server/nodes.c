@@ -439,7 +439,7 @@ int nodes_apply_images(struct server *srv, const char *node_id, json_t *images,
     json_array_foreach(images, i, img)
     {
         const char *name = NULL, *state = NULL, *os = NULL, *python = NULL, *cuda = NULL,
-                   *framework = NULL, *message = NULL;
+                   *framework = NULL, *message = NULL, *source = NULL;
         int64_t size = 0;
         const struct sl_json_field f[] = {
             { "name", SL_JSON_STRING, .required = true, .min_len = 1, .max_len = 128,
@@ -452,6 +452,8 @@ int nodes_apply_images(struct server *srv, const char *node_id, json_t *images,
             { "framework", SL_JSON_STRING, .max_len = 128, .out = &framework },
             { "size_bytes", SL_JSON_INT, .min = 0, .max = INT64_MAX, .out = &size },
             { "message", SL_JSON_STRING, .max_len = 1000, .multiline = true, .out = &message },
+            /* what a build or import is of: "upload:SHA256" or "recipe:NAME" */
+            { "source", SL_JSON_STRING, .max_len = 100, .out = &source },
         };
         if (sl_json_fields(img, f, ARRAY_SIZE(f), err) < 0) {
             sl_error_prefix(err, "images[%zu]", i);
@@ -460,6 +462,19 @@ int nodes_apply_images(struct server *srv, const char *node_id, json_t *images,
         if (strcmp(state, "ready") && strcmp(state, "building") && strcmp(state, "failed"))
             return sl_fail(err, SL_E_INVALID, "invalid_field",
                            "images[%zu].state must be ready, building or failed", i);
+        /* a build or import of an image since deleted and made again from
+         * another archive or recipe says nothing of the new one (the host
+         * learns of it at its next desired state) */
+        int64_t stale = 0;
+        if (source &&
+            store_get_int(st,
+                          "SELECT COUNT(*) FROM images WHERE name = ?1 AND ?2 !="
+                          " CASE WHEN recipe LIKE 'upload:%' THEN recipe ELSE 'recipe:' || recipe"
+                          " END",
+                          DB_ARGS(DB_TEXT(name), DB_TEXT(source)), &stale, err) < 0)
+            return -1;
+        if (stale)
+            continue;
         if (store_exec(st,
                        "INSERT INTO node_images (node_id, name, state, os, python, cuda,"
                        " framework, size_bytes, message, updated_at) VALUES (?1, ?2, ?3, ?4,"

@@ -107,8 +107,16 @@ const struct sl_option server_options[] = {
         "CPU of an instance in no-GPU mode, in thousandths of a core"),
     OPT("instances.nogpu_memory_mib", SL_OPT_INT, "2048", 256, 1 << 20, nogpu_memory_mib,
         "memory of an instance in no-GPU mode"),
+    OPT("instances.autodl_paths", SL_OPT_BOOL, "true", 0, 0, autodl_paths,
+        "links /root/autodl-tmp -> /root/data and /root/autodl-pub -> /root/public (and "
+        "/root/autodl-fs -> /root/storage where that exists) in every instance at its start, "
+        "for scripts written for AutoDL; never over a renter's own file of that name"),
     OPT("images.max_upload_bytes", SL_OPT_INT, "68719476736", 1024, 1LL << 42, max_upload_bytes,
         "largest image archive an admin may upload (suanli admin image import)"),
+    OPT("images.max_unpacked_bytes", SL_OPT_INT, "137438953472", 1 << 20, 1LL << 46,
+        max_unpacked_bytes,
+        "most an uploaded image archive may unpack to; a bigger one (a compression bomb) is "
+        "refused at upload, as hosts refuse one past their images.max_bytes"),
     OPT("billing.settle_interval", SL_OPT_DURATION, "60s", 1, DAY, settle_interval,
         "how often running meters are settled into the ledger (and the balance, plan and "
         "auto-release rules applied)"),

@@ -79,6 +79,8 @@ HANDLER(api_instances_release);
 /* api-clones.c */
 HANDLER(api_instances_clone);
 HANDLER(api_instances_migrate);
+/* disk-resize.c */
+HANDLER(api_instances_disk);
 /* api-ports.c */
 HANDLER(api_instances_ports_list);
 HANDLER(api_instances_ports_set);
@@ -93,11 +95,20 @@ HANDLER(api_nodes_instance_stop);
 HANDLER(api_instances_idle_stop);
 HANDLER(api_me_idle_stop_get);
 HANDLER(api_me_idle_stop_set);
+/* api-datasets.c */
+HANDLER(api_datasets_list);
+HANDLER(api_admin_datasets_list);
+HANDLER(api_admin_datasets_create);
+HANDLER(api_admin_datasets_upload);
+HANDLER(api_admin_datasets_delete);
+int api_admin_datasets_upload_prepare(struct api_request *req, struct sl_error *err);
 /* api-images.c */
 HANDLER(api_images_list);
 HANDLER(api_admin_images_create);
 HANDLER(api_admin_image_hosts);
 HANDLER(api_admin_images_upload);
+HANDLER(api_admin_images_delete);
+int api_admin_images_upload_prepare(struct api_request *req, struct sl_error *err);
 HANDLER(api_nodes_upload_get);
 /* event-stream.c */
 HANDLER(api_events_stream);

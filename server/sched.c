@@ -290,6 +290,47 @@ int sched_pick_port(struct store *st, const char *node_id, int64_t *port, struct
     return 0;
 }
 
+/* The image rq names, as the caller sees it: one ready on no host is 409
+ * image_not_ready naming its state (pending, building, failed), so that the
+ * renter knows to wait rather than look for GPUs. A renter sees what GET
+ * /v1/images shows them: an image that failed on every host, or someone
+ * else's private one, is 404 no_such_image like a name never made, so
+ * probing names tells nothing; an admin is told it failed and what to do. */
+static int check_image(struct store *st, const struct instance_request *rq, struct sl_error *err)
+{
+    cleanup_rows struct db_rows *rows = store_query(
+        st,
+        "SELECT (SELECT role FROM users WHERE id = ?2) = 'admin',"
+        " i.kind = 'private' AND COALESCE(i.created_by, '') != ?2,"
+        " (SELECT COUNT(*) FROM node_images x WHERE x.name = i.name AND x.state = 'ready'),"
+        " (SELECT COUNT(*) FROM node_images x WHERE x.name = i.name AND x.state = 'building'),"
+        " (SELECT COUNT(*) FROM node_images x WHERE x.name = i.name AND x.state = 'failed')"
+        " FROM images i WHERE i.name = ?1",
+        DB_ARGS(DB_TEXT(rq->image), DB_TEXT(rq->user_id)), err);
+    if (!rows)
+        return -1;
+    int rc = db_next(rows, err);
+    if (rc < 0)
+        return -1;
+    bool admin = rc == 1 && db_int(rows, 0);
+    bool failed = rc == 1 && !db_int(rows, 2) && !db_int(rows, 3) && db_int(rows, 4);
+    if (rc == 0 || (!admin && (db_int(rows, 1) || failed)))
+        return sl_fail(err, SL_E_NOT_FOUND, "no_such_image",
+                       "no image '%s': list them with suanli image ls", rq->image);
+    if (db_int(rows, 2))
+        return 0;
+    if (failed)
+        return sl_fail(err, SL_E_CONFLICT, "image_not_ready",
+                       "image '%s' is failed: no host could build or import it (suanli admin "
+                       "image hosts %s says why); delete it with suanli admin image rm %s and "
+                       "import it again",
+                       rq->image, rq->image, rq->image);
+    return sl_fail(err, SL_E_CONFLICT, "image_not_ready",
+                   "image '%s' is %s: no host holds it yet; try again when suanli image ls "
+                   "lists it",
+                   rq->image, db_int(rows, 3) ? "building" : "pending");
+}
+
 /* What the hosts that had the GPUs free and the image lacked, to explain a
  * refusal. */
 struct shortfall {
@@ -440,7 +481,7 @@ static int refuse_pinned(struct server *srv, const struct instance_request *rq,
                          const struct gpu_model *m, const char *node_id,
                          const struct shortfall *why, struct sl_error *err)
 {
-    char elsewhere[512];
+    char elsewhere[512], state[16] = "missing";
     int64_t free = 0, images = 0;
 
     snprintf(elsewhere, sizeof(elsewhere),
@@ -471,11 +512,24 @@ static int refuse_pinned(struct server *srv, const struct instance_request *rq,
                       " AND state = 'ready'",
                       DB_ARGS(DB_TEXT(node_id), DB_TEXT(rq->image)), &images, err) < 0)
         return -1;
-    if (free >= rq->gpus && !images)
-        return sl_fail(err, SL_E_CONFLICT, "image_unavailable",
-                       "host '%s' does not hold image '%s' yet: try again when it is built "
-                       "(suanli image ls), or %s",
-                       node_id, rq->image, elsewhere);
+    if (free >= rq->gpus && !images) {
+        cleanup_rows struct db_rows *rows = store_query(
+            srv->store, "SELECT state FROM node_images WHERE node_id = ?1 AND name = ?2",
+            DB_ARGS(DB_TEXT(node_id), DB_TEXT(rq->image)), err);
+        int rc = rows ? db_next(rows, err) : -1;
+        if (rc < 0)
+            return -1;
+        if (rc == 1)
+            snprintf(state, sizeof(state), "%s", db_text(rows, 0));
+        return sl_fail(
+            err, SL_E_CONFLICT, "image_unavailable",
+            "host '%s' does not hold image '%s' (%s there): %s, or %s", node_id, rq->image,
+            strcmp(state, "failed") == 0     ? "its import failed"
+            : strcmp(state, "building") == 0 ? "it is building"
+                                             : "it is not imported yet",
+            strcmp(state, "failed") == 0 ? "it will not be there" : "try again when it is",
+            elsewhere);
+    }
     return sl_fail(err, SL_E_CONFLICT, "host_full",
                    "host '%s' has %" PRId64 " free %s now, and you asked for %" PRId64
                    ": ask for fewer GPUs, or %s",
@@ -619,12 +673,8 @@ int sched_place(struct server *srv, const struct instance_request *rq, char *id,
                        "data_disk_gib must be from 1 to %" PRId64, srv->cfg.max_data_disk_gib);
     if (find_gpu_model(st, rq->gpu_model, &m, err) < 0)
         return -1;
-    if (store_get_int(st, "SELECT COUNT(*) FROM images WHERE name = ?1",
-                      DB_ARGS(DB_TEXT(rq->image)), &exists, err) < 0)
+    if (check_image(st, rq, err) < 0)
         return -1;
-    if (!exists)
-        return sl_fail(err, SL_E_NOT_FOUND, "no_such_image",
-                       "no image '%s': list them with suanli image ls", rq->image);
     if (rq->region) {
         if (store_get_int(st, "SELECT COUNT(*) FROM regions WHERE id = ?1",
                           DB_ARGS(DB_TEXT(rq->region)), &exists, err) < 0)

@@ -53,7 +53,9 @@ struct server_config {
     int64_t memory_reserve_mib;
     int64_t nogpu_millicores;
     int64_t nogpu_memory_mib;
+    bool autodl_paths; /* instances.autodl_paths: the AutoDL compatibility links */
     int64_t max_upload_bytes;
+    int64_t max_unpacked_bytes; /* an upload past it unpacked is refused (archive-check.h) */
     int64_t settle_interval;
     int64_t release_after;
     int64_t plan_percent[3]; /* day, week, month: % of the hourly price paid */

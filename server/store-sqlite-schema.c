@@ -669,6 +669,27 @@ const char *const sqlite_migrations[] = {
     "   SELECT i.id, i.user_id, (SELECT COALESCE(MAX(rev), 0) + 1 FROM instance_revisions)"
     "   FROM instances i WHERE i.node_id = NEW.id AND i.state != 'released'"
     "  ON CONFLICT (instance_id) DO UPDATE SET rev = excluded.rev;"
-    "  END;",
+    "  END;"
+    /* public data (issue 14): datasets an operator publishes, read-only at
+     * /root/public in every instance of their region (or of all: region_id
+     * ''); source 'sha256:<hex>' (an uploaded tar) or 'path:/abs' (a
+     * directory each host has); nodes report what they hold */
+    "CREATE TABLE datasets ("
+    "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  name TEXT NOT NULL UNIQUE,"
+    "  region_id TEXT NOT NULL DEFAULT '',"
+    "  description TEXT NOT NULL DEFAULT '',"
+    "  source TEXT NOT NULL,"
+    "  upload_bytes INTEGER NOT NULL DEFAULT 0,"
+    "  created_by TEXT,"
+    "  created_at INTEGER NOT NULL);"
+    "CREATE TABLE node_datasets ("
+    "  node_id TEXT NOT NULL REFERENCES nodes(id),"
+    "  name TEXT NOT NULL,"
+    "  state TEXT NOT NULL,"
+    "  size_bytes INTEGER NOT NULL DEFAULT 0,"
+    "  message TEXT NOT NULL DEFAULT '',"
+    "  updated_at INTEGER NOT NULL,"
+    "  PRIMARY KEY (node_id, name));",
     0,
 };

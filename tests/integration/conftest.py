@@ -916,8 +916,9 @@ def fleet(cluster):
             node.start()
         archive = image_archive(cluster.node.data_dir, IMAGE, os.path.join(d, "image.tar"))
         admin = Cli(server, os.path.join(d, "admin"))
+        # the import waits until every host has it (or says why not)
         admin.run("admin", "image", "import", archive, "--name", IMAGE, check=True,
-                  env={"SUANLI_TOKEN": server.admin_token}, timeout=300)
+                  env={"SUANLI_TOKEN": server.admin_token}, timeout=900)
         os.unlink(archive)
 
         def on_every_host():

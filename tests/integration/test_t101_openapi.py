@@ -446,6 +446,11 @@ def test_get_routes_match_their_schemas(spec, server):
                        {"item": "data_disk", "region": region, "amount_micros": 8000,
                         "free_gib": 40}, token=admin)
     check(spec, r, "POST", "/v1/admin/prices", 201)
+    # a public dataset (no host here: it stays pending)
+    r = server.request("POST", "/v1/admin/datasets",
+                       {"name": "t101-data", "path": "/srv/t101", "description": "T101"},
+                       token=admin)
+    check(spec, r, "POST", "/v1/admin/datasets", 201)
 
     for path in plain_get_routes(spec, admin=False):
         check(spec, server.request("GET", path, token=tok), "GET", path, 200)
@@ -491,6 +496,10 @@ def test_get_routes_match_their_schemas(spec, server):
     assert server.request("DELETE", f"/v1/tokens/{created['id']}", token=tok).status == 204
     r = server.request("DELETE", f"/v1/tokens/{created['id']}", token=tok)
     check(spec, r, "DELETE", "/v1/tokens/{id}", 404, "/v1/tokens/{id}")
+    r = server.request("DELETE", "/v1/admin/datasets/t101-data", token=admin)
+    assert r.status == 204, r
+    r = server.request("DELETE", "/v1/admin/datasets/t101-data", token=admin)
+    check(spec, r, "DELETE", "/v1/admin/datasets/{id}", 404, "/v1/admin/datasets/{id}")
     assert server.request("DELETE", "/v1/sessions/current", token=tok).status == 204
 
 
@@ -671,7 +680,11 @@ def test_hosts_images_instances_match_the_schemas(spec, server):
                    "/v1/images", 200)
     shown = {i["name"]: i for i in images["items"]}
     assert shown[image]["state"] == "ready" and shown[image]["nodes"] == 1
-    assert shown[other_image]["state"] == "pending"
+    # a renter sees ready images only; an admin sees them all
+    assert other_image not in shown
+    images = check(spec, server.request("GET", "/v1/images?limit=500", token=admin), "GET",
+                   "/v1/images", 200)
+    assert {i["name"]: i for i in images["items"]}[other_image]["state"] == "pending"
     # the image on each host of its region: ready where reported, missing on
     # the host that said nothing of it; admins only
     hpath = f"/v1/admin/images/{image}/hosts"
@@ -699,7 +712,7 @@ def test_hosts_images_instances_match_the_schemas(spec, server):
             ({**create, "image": "no-such-image"}, 404, "no_such_image"),
             ({**create, "region": "nowhere-" + tag}, 404, "no_such_region"),
             ({**create, "gpus": 3}, 409, "no_capacity"),
-            ({**create, "image": other_image}, 409, "image_unavailable")):
+            ({**create, "image": other_image}, 409, "image_not_ready")):
         r = server.request("POST", "/v1/instances", body, token=admin)
         check(spec, r, "POST", "/v1/instances", status)
         assert r.code == code, (body, r)

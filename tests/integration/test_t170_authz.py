@@ -2,11 +2,13 @@
 anonymous callers get 401 on every non-public route; a renter sees none of
 the admin routes (404, no effect) and nothing of another renter."""
 import base64
+import io
 import json
 import os
 import re
 import struct
 import subprocess
+import tarfile
 
 import pytest
 
@@ -218,6 +220,23 @@ def test_b_cannot_delete_a_token_or_key(server, world):
     assert server.request("GET", "/v1/me", token=a["token"]).status == 200
 
 
+def tiny_tar():
+    """A tar of one file, as bytes."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as t:
+        info = tarfile.TarInfo("etc/hostname")
+        info.size = 4
+        t.addfile(info, io.BytesIO(b"box\n"))
+    return out.getvalue()
+
+
+def send(server, method, path, body, **kw):
+    """A request whose body is JSON, or bytes sent as they are."""
+    if isinstance(body, bytes):
+        return server.request(method, path, raw=body, **kw)
+    return server.request(method, path, body, **kw)
+
+
 def admin_writes(server, world):
     """(method, path, body, check) for each admin write: check(server) is true
     while the write has not happened."""
@@ -253,6 +272,17 @@ def admin_writes(server, world):
     host, held = ApiHost(server, image="authz-image"), ApiHost(server, image="authz-image")
     r = server.request("POST", f"/v1/admin/nodes/{held.node_id}/cordon", {}, token=admin)
     assert r.status == 200, r
+    # an image for the admin to delete
+    r = server.request("POST", "/v1/admin/images", {"name": "authz-doomed"}, token=admin)
+    assert r.status == 201, r
+    # a public dataset for the admin to delete (no host holds it: pending)
+    r = server.request("POST", "/v1/admin/datasets",
+                       {"name": "authz-doomed-data", "path": "/srv/authz"}, token=admin)
+    assert r.status == 201, r
+
+    def datasets():
+        return [d["name"] for d in server.request("GET", "/v1/admin/datasets",
+                                                  token=admin).json["items"]]
 
     def node(h):
         return server.request("GET", f"/v1/admin/nodes/{h.node_id}", token=admin)
@@ -262,8 +292,16 @@ def admin_writes(server, world):
          lambda: len(join_tokens()) == n_join),
         ("DELETE", f"/v1/admin/join-tokens/{kept}", None, lambda: kept in join_tokens()),
         ("POST", "/v1/admin/images", {"name": "evil-image"}, lambda: "evil-image" not in images()),
-        ("PUT", "/v1/admin/images/evil-upload/archive", {"any": "bytes"},
+        # a small rootfs tarball: suanlid refuses what is not a tar (t620)
+        ("PUT", "/v1/admin/images/evil-upload/archive", tiny_tar(),
          lambda: "evil-upload" not in images()),
+        ("DELETE", "/v1/admin/images/authz-doomed", None, lambda: "authz-doomed" in images()),
+        ("POST", "/v1/admin/datasets", {"name": "evil-data", "path": "/srv/evil"},
+         lambda: "evil-data" not in datasets()),
+        ("PUT", "/v1/admin/datasets/evil-upload-data/archive", tiny_tar(),
+         lambda: "evil-upload-data" not in datasets()),
+        ("DELETE", "/v1/admin/datasets/authz-doomed-data", None,
+         lambda: "authz-doomed-data" in datasets()),
         ("POST", f"/v1/admin/users/{a['id']}/credit", {"amount_micros": 1_000_000, "memo": "x"},
          lambda: bal(a) == a_bal),
         ("POST", f"/v1/admin/users/{b['id']}/credit", {"amount_micros": 1_000_000, "memo": "x"},
@@ -303,16 +341,16 @@ def test_renter_admin_writes_have_no_effect(server, world):
         for token in (b["token"],
                       server.request("POST", "/v1/tokens", {"name": "b-api"},
                                      token=b["token"]).json["token"]):
-            r = server.request(method, path, body, token=token)
+            r = send(server, method, path, body, token=token)
             assert r.status == 404, (method, path, r)
-            r = server.request(method, path, body, token=token,
-                               headers={"Idempotency-Key": "evil-" + path})
+            r = send(server, method, path, body, token=token,
+                     headers={"Idempotency-Key": "evil-" + path})
             assert r.status == 404, (method, path, r)
         assert unchanged(), (method, path, "changed by a renter")
     assert covered == admin_routes, f"admin writes not tried: {admin_routes - covered}"
     # the same requests as the admin do take effect: the checks above are real
     for method, path, body, unchanged in writes:
-        r = server.request(method, path, body, token=server.admin_token)
+        r = send(server, method, path, body, token=server.admin_token)
         assert 200 <= r.status < 300, (method, path, r)
         assert not unchanged(), (method, path, "admin write had no visible effect")
 

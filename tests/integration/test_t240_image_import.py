@@ -1,9 +1,11 @@
 """Any image (issue 4): an admin uploads a `docker save` tarball with
 `suanli admin image import`; every node of the region fetches it, checks its
 digest, imports it (whiteouts honoured) and a renter's instance boots it.
-Broken archives are refused by the node and say why; only admins upload.
+Broken archives are refused (by suanlid at upload what the archive itself
+tells, by the node what only it finds) and say why; only admins upload.
 A compression bomb uploaded the same way (issue 10) is refused by the node
-within its images.* limits, says which limit, and leaves nothing behind."""
+within its images.* limits, says which limit, and leaves nothing behind; the
+import command, which waits for the hosts (issue 14), exits with that reason."""
 import gzip
 import hashlib
 import io
@@ -74,16 +76,17 @@ def test_docker_save_upload_boots_on_the_node(cluster, tmp_path):
     archive = docker_save(cluster, str(tmp_path))
     admin = Cli(server, str(tmp_path / "admin"))
     p = admin.run("-o", "json", "admin", "image", "import", archive, "--name", "mine-1",
-                  "--kind", "framework", env={"SUANLI_TOKEN": server.admin_token})
+                  "--kind", "framework", env={"SUANLI_TOKEN": server.admin_token}, timeout=300)
     assert p.returncode == 0, p
     up = json.loads(p.stdout)
     h = hashlib.sha256()
     with open(archive, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
-    assert up["sha256"] == h.hexdigest() and up["state"] in ("pending", "building")
-    img = wait_for(lambda: (lambda i: i if i and i["state"] == "ready" else None)(
-        image_state(server, "mine-1")), timeout=180, interval=0.5, what="the import")
+    assert up["sha256"] == h.hexdigest() and up["format"] == "docker"
+    # the command waited for the host: ready when it returned
+    assert up["state"] == "ready" and [x["state"] for x in up["hosts"]] == ["ready"], up
+    img = image_state(server, "mine-1")
     assert img["kind"] == "framework" and img["os"].startswith("Debian")
     assert img["python"].startswith("3.") and img["cuda"] == "12.4.1"
     user = cluster.renter()
@@ -103,6 +106,25 @@ def test_broken_archive_is_refused_and_says_why(cluster, tmp_path):
     server = cluster.server
     bad = tmp_path / "broken.tar.gz"
     bad.write_bytes(b"\x1f\x8b\x08\x00" + os.urandom(4096))
+    r = server.request("PUT", "/v1/admin/images/broken-0/archive", raw=bad.read_bytes(),
+                       token=server.admin_token, headers={"Content-Type":
+                                                          "application/octet-stream"})
+    assert r.status == 400 and r.json["error"]["code"] == "bad_archive", r
+    assert image_state(server, "broken-0") is None
+    # a tar suanlid reads through whose layer is not what its config says:
+    # the node finds it
+    payload = os.urandom(65536)
+    layer = io.BytesIO()
+    with tarfile.open(fileobj=layer, mode="w", format=tarfile.USTAR_FORMAT) as t:
+        add_bytes(t, "payload.bin", payload)
+    config = json.dumps({"rootfs": {"type": "layers", "diff_ids": [
+        "sha256:" + hashlib.sha256(b"another layer").hexdigest()]}}).encode()
+    manifest = json.dumps([{"Config": "config.json", "Layers": ["l1/layer.tar"]}]).encode()
+    bad = tmp_path / "broken.tar"
+    with tarfile.open(bad, "w", format=tarfile.USTAR_FORMAT) as t:
+        add_bytes(t, "l1/layer.tar", layer.getvalue())
+        add_bytes(t, "config.json", config)
+        add_bytes(t, "manifest.json", manifest)
     r = server.request("PUT", "/v1/admin/images/broken-1/archive", raw=bad.read_bytes(),
                        token=server.admin_token, headers={"Content-Type":
                                                           "application/octet-stream"})
@@ -177,9 +199,10 @@ def test_uploaded_bomb_is_refused_and_leaves_nothing(cluster, tmp_path):
         node.start()
         before = store_state(node.data_dir)
         admin = Cli(server, str(tmp_path / "admin"))
-        p = admin.run("-o", "json", "admin", "image", "import", str(bomb), "--name", "bomb-1",
-                      env={"SUANLI_TOKEN": server.admin_token})
-        assert p.returncode == 0, p
+        p = admin.run("admin", "image", "import", str(bomb), "--name", "bomb-1",
+                      env={"SUANLI_TOKEN": server.admin_token}, timeout=180)
+        assert p.returncode == 1, p
+        assert "failed on host" in p.stderr and "images.max_bytes" in p.stderr, p
         img = wait_for(lambda: (lambda i: i if i and i["state"] in ("failed", "ready") else None)(
             image_state(server, "bomb-1")), timeout=120, interval=0.5, what="the bomb's end")
         assert img["state"] == "failed", img

@@ -265,3 +265,94 @@ TEST(rates_and_check_use_the_formula)
     must(billing_check(st, &c, &err), &err, "billing_check");
     CHECK_EQ_INT(c.bad_charged, 1);
 }
+
+/* A data disk resize (billing_resize_storage) ends the meter at the old
+ * size at the resize second, settled to it, and starts one at the new size
+ * at that same second: nothing is charged at the new size before it,
+ * nothing at the old after it, and the books check. */
+TEST(a_resize_splits_the_data_disk_meter_at_its_second)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    struct server srv = { .store = test_store() };
+    struct store *st = srv.store;
+    char account[LEDGER_ACCOUNT_MAX], model[SL_ID_MAX];
+
+    sl_time_set_clock(clock_now);
+    fake_now = 1767225600 + 3 * 3600; /* 2026-01-01 03:00 */
+    int64_t t0 = fake_now;
+    must(catalog_region_create(st, "meter-1", "Meters", false, &err), &err, "region");
+    must(catalog_gpu_model_create(st, "Meter GPU", 24576, 8, 65536, 1000000, false, NULL, model,
+                                  &err),
+         &err, "model");
+    must(catalog_price_set(st, CATALOG_DATA_DISK, "meter-1", 7001, 50, false, NULL, &err), &err,
+         "price");
+    must(store_exec(st,
+                    "INSERT INTO users (id, email, name, password_hash, created_at)"
+                    " VALUES ('u-meter', 'meter@example.com', 'm', 'x', ?1)",
+                    DB_ARGS(DB_INT(fake_now)), &err),
+         &err, "user");
+    must(ledger_open_account(st, ledger_user_account(account, "u-meter"), "u-meter", &err), &err,
+         "account");
+    must(store_exec(st,
+                    "INSERT INTO nodes (id, hostname, address, region_id, token_hash,"
+                    " ssh_port_min, ssh_port_max, created_at, last_heartbeat)"
+                    " VALUES ('n-meter', 'h', '127.0.0.1', 'meter-1', 'hash', 30000, 30099, ?1,"
+                    " ?1)",
+                    DB_ARGS(DB_INT(fake_now)), &err),
+         &err, "node");
+    must(store_exec(st,
+                    "INSERT INTO instances (id, user_id, name, region_id, node_id, gpu_model_id,"
+                    " gpus, image, system_disk_gib, data_disk_gib, ssh_port, root_password,"
+                    " state, desired, created_at, updated_at) VALUES ('i-meter', 'u-meter',"
+                    " 'm', 'meter-1', 'n-meter', ?1, 1, 'debian-12', 30, 60, 30000, 'pw',"
+                    " 'running', 'running', ?2, ?2)",
+                    DB_ARGS(DB_TEXT(model), DB_INT(fake_now)), &err),
+         &err, "instance");
+    must(billing_open_storage(&srv, "i-meter", &err), &err, "open");
+    if (!test_ok())
+        return;
+
+    /* 1000 s at 10 GiB over the free 50, then the disk grows to 260 */
+    fake_now += 1000;
+    heartbeat(st, fake_now);
+    int64_t t1 = fake_now;
+    must(
+        store_exec(st, "UPDATE instances SET data_disk_gib = 260 WHERE id = 'i-meter'", NULL, &err),
+        &err, "grow");
+    must(billing_resize_storage(&srv, "i-meter", &err), &err, "resize");
+    if (!test_ok())
+        return;
+    CHECK_EQ_INT(one_int(st, "SELECT COUNT(*) FROM meters WHERE item = 'data_disk'", NULL), 2);
+    CHECK_EQ_INT(one_int(st, "SELECT quantity FROM meters WHERE seq = 1", NULL), 10);
+    CHECK_EQ_INT(one_int(st, "SELECT ended_at FROM meters WHERE seq = 1", NULL), t1);
+    CHECK_EQ_INT(one_int(st, "SELECT quantity FROM meters WHERE seq = 2", NULL), 210);
+    CHECK_EQ_INT(one_int(st, "SELECT started_at FROM meters WHERE seq = 2", NULL), t1);
+    CHECK_EQ_INT(
+        one_int(st, "SELECT COUNT(*) FROM meters WHERE seq = 2 AND ended_at IS NULL", NULL), 1);
+
+    /* 500 s more: only the new meter moves */
+    fake_now += 500;
+    heartbeat(st, fake_now);
+    settle(&srv);
+    const struct expect e[] = {
+        { .seq = 1, .amount = 10 * 7001, .period = DAY, .started = t0, .ended = t1, .settled = t1 },
+        { .seq = 2,
+          .amount = 210 * 7001,
+          .period = DAY,
+          .started = t1,
+          .ended = -1,
+          .settled = fake_now },
+    };
+    check_meters(st, e, 2);
+    CHECK_EQ_INT(one_int(st, "SELECT MAX(period_to) FROM charges WHERE meter_seq = 1", NULL), t1);
+    CHECK_EQ_INT(one_int(st, "SELECT MIN(period_from) FROM charges WHERE meter_seq = 2", NULL), t1);
+    /* a resize within the free size ends the meter and opens none */
+    must(store_exec(st, "UPDATE instances SET data_disk_gib = 50 WHERE id = 'i-meter'", NULL, &err),
+         &err, "to the free size");
+    must(billing_resize_storage(&srv, "i-meter", &err), &err, "resize to the free size");
+    CHECK_EQ_INT(
+        one_int(st, "SELECT COUNT(*) FROM meters WHERE item = 'data_disk' AND ended_at IS NULL",
+                NULL),
+        0);
+    sl_time_set_clock(NULL);
+}

@@ -59,3 +59,20 @@ TEST(keys_replace_a_symlink_and_never_write_through_it)
     cleanup_free char *victim = fs_read_file(test_path("victim"), 1024, NULL, NULL);
     CHECK_STR(victim, "host file\n");
 }
+
+/* instances.autodl_paths: a file the init reads (the links themselves are
+ * the init's, tests/integration/test_t611_autodl_paths.py); off removes it. */
+TEST(autodl_paths_flag_follows_the_setting)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    const char *boot = test_path("boot-autodl");
+    struct boot_params p = { .id = "i-1", .autodl_paths = true };
+
+    CHECK_EQ_INT(boot_write(boot, &p, &err), 0);
+    CHECK_EQ_INT(access(test_path("boot-autodl/autodl-paths"), F_OK), 0);
+    cleanup_free char *init = fs_read_file(test_path("boot-autodl/init"), 1 << 20, NULL, NULL);
+    CHECK_CONTAINS(init, "autodl-tmp:data autodl-pub:public autodl-fs:storage");
+    p.autodl_paths = false;
+    CHECK_EQ_INT(boot_write(boot, &p, &err), 0);
+    CHECK(access(test_path("boot-autodl/autodl-paths"), F_OK) != 0);
+}

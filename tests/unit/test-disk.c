@@ -242,3 +242,64 @@ TEST(disk_spares_are_taken_whole_and_made_again)
     CHECK_EQ_INT(spares_in(data, 1), 0); /* the oldest went */
     CHECK_EQ_INT(spares_in(data, 1 + DISK_SPARES_MAX), 1);
 }
+
+/* Big-endian-free reads of the superblock: its size in bytes (block count
+ * times block size), as mkfs or resize2fs left it on the file. */
+static long long ext4_size(const char *path)
+{
+    unsigned char sb[1024];
+    FILE *f = fopen(path, "rb");
+    bool ok = f && fseek(f, 1024, SEEK_SET) == 0 && fread(sb, 1, sizeof(sb), f) == sizeof(sb);
+    if (f)
+        fclose(f);
+    if (!ok)
+        return -1;
+    unsigned long long lo = sb[4] | sb[5] << 8 | sb[6] << 16 | (unsigned long long)sb[7] << 24;
+    unsigned long long hi =
+        sb[0x150] | sb[0x151] << 8 | sb[0x152] << 16 | (unsigned long long)sb[0x153] << 24;
+    unsigned log = sb[24] | sb[25] << 8;
+    return (long long)((hi << 32 | lo) << (10 + log));
+}
+
+/* A disk no loop device holds grows offline (e2fsck, resize2fs on the
+ * file): the file and its ext4 are the new size, still sparse; the same
+ * size again is a no-op that works; smaller is refused and changes
+ * nothing; a symbolic link is never followed (an instance's files are no
+ * path to the host's). */
+TEST(disk_grow_offline_then_refuses_to_shrink)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    const char *path = test_path("data.img");
+    struct stat st;
+
+    if (!CHECK_EQ_INT(disk_create(path, 1, &err), 0)) {
+        test_fail(__FILE__, __LINE__, "%s", err.message);
+        return;
+    }
+    CHECK_EQ_INT(ext4_size(path), 1LL << 30);
+    if (!CHECK_EQ_INT(disk_grow(path, 3, &err), 0)) {
+        test_fail(__FILE__, __LINE__, "%s", err.message);
+        return;
+    }
+    CHECK_EQ_INT(stat(path, &st), 0);
+    CHECK_EQ_INT(st.st_size, 3LL << 30);
+    CHECK((long long)st.st_blocks * 512 < (128LL << 20)); /* still sparse */
+    CHECK_EQ_INT(ext4_size(path), 3LL << 30);
+    CHECK_EQ_INT(disk_grow(path, 3, &err), 0);
+
+    CHECK_EQ_INT(disk_grow(path, 2, &err), -1);
+    CHECK_EQ_INT(err.kind, SL_E_INVALID);
+    CHECK_STR(err.code, "disk_shrink");
+    CHECK_EQ_INT(stat(path, &st), 0);
+    CHECK_EQ_INT(st.st_size, 3LL << 30);
+    CHECK_EQ_INT(disk_grow(path, 0, &err), -1);
+    CHECK_STR(err.code, "invalid_disk_size");
+
+    const char *link = test_path("link.img");
+    CHECK_EQ_INT(symlink(path, link), 0);
+    CHECK_EQ_INT(disk_grow(link, 4, &err), -1);
+    CHECK_EQ_INT(stat(path, &st), 0);
+    CHECK_EQ_INT(st.st_size, 3LL << 30);
+    unlink(link);
+    CHECK_EQ_INT(disk_remove(path, &err), 0);
+}

@@ -345,6 +345,9 @@ static void world_init(struct world *w)
                         " 'r-1', 'x', 30000, 30100, 1)");
     exec_ok(srv->store, "INSERT INTO images (name, kind, created_at) VALUES ('debian-12', 'base',"
                         " 1)");
+    /* ready on the host: a renter may create from it (sched.c check_image) */
+    exec_ok(srv->store, "INSERT INTO node_images (node_id, name, state, updated_at)"
+                        " VALUES ('n-1', 'debian-12', 'ready', 1)");
 }
 
 static void world_release(struct world *w)

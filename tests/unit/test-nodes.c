@@ -192,6 +192,53 @@ TEST(an_image_reported_twice_keeps_the_last)
     CHECK_EQ_INT(n, 1);
 }
 
+/* A host's report of a build or import names what it was of: one of an
+ * image since deleted and made again from another archive (or recipe) is
+ * stale, and says nothing of the new image; one of what is asked now, or
+ * without a source (an older agent), counts. */
+TEST(an_image_report_of_another_source_is_ignored)
+{
+    cleanup_fixture struct fixture f = { 0 };
+    struct sl_error err = SL_ERROR_INIT;
+    const char *sha = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    if (!setup(&f))
+        return;
+    cleanup_free char *recipe = xasprintf("upload:%s", sha);
+    must(store_exec(f.st,
+                    "INSERT INTO images (name, kind, recipe, created_at) VALUES"
+                    " ('up', 'base', ?1, 1), ('built', 'base', 'jupyter', 1)",
+                    DB_ARGS(DB_TEXT(recipe)), &err),
+         &err, "images");
+    cleanup_json json_t *images = json_pack(
+        "[{s:s, s:s, s:s, s:s}, {s:s, s:s, s:s}, {s:s, s:s, s:s}, {s:s, s:s, s:s}]", "name", "up",
+        "state", "failed", "message", "damaged", "source",
+        "upload:ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff", "name", "built",
+        "state", "failed", "source", "recipe:base", "name", "gone", "state", "failed", "source",
+        "upload:aa", "name", "old-agent", "state", "building", "message", "");
+    must(nodes_apply_images(&f.srv, "n-1", images, &err), &err, "images");
+    int64_t n = -1;
+    must(store_get_int(f.st, "SELECT COUNT(*) FROM node_images WHERE name IN ('up', 'built')",
+                       DB_NO_ARGS, &n, &err),
+         &err, "count");
+    CHECK_EQ_INT(n, 0);
+    /* an image no longer there, and an agent that says no source: kept */
+    must(store_get_int(f.st, "SELECT COUNT(*) FROM node_images WHERE name IN ('gone', 'old-agent')",
+                       DB_NO_ARGS, &n, &err),
+         &err, "count");
+    CHECK_EQ_INT(n, 2);
+    cleanup_json json_t *now =
+        json_pack("[{s:s, s:s, s:s}, {s:s, s:s, s:s}]", "name", "up", "state", "building", "source",
+                  recipe, "name", "built", "state", "failed", "source", "recipe:jupyter");
+    must(nodes_apply_images(&f.srv, "n-1", now, &err), &err, "images");
+    must(store_get_int(f.st,
+                       "SELECT COUNT(*) FROM node_images WHERE (name = 'up' AND state = 'building')"
+                       " OR (name = 'built' AND state = 'failed')",
+                       DB_NO_ARGS, &n, &err),
+         &err, "count");
+    CHECK_EQ_INT(n, 2);
+}
+
 /* A fleet (server/nodes-fleet.c). */
 
 TEST(a_host_is_online_then_offline_then_lost)

@@ -1,6 +1,7 @@
 // One instance: how to reach it (SSH, service links, Jupyter, a terminal),
 // its verbs (stop, start, start without GPUs, restart, release with a typed
-// confirmation), its plan, scheduled and idle stops, and its events. Changes
+// confirmation), its plan, scheduled and idle stops, a bigger data disk,
+// and its events. Changes
 // arrive through the event stream (lib/events.js).
 import { html, useState, useEffect } from '../lib/ui.js';
 import { api } from '../lib/api.js';
@@ -92,6 +93,11 @@ addMessages({
     'inst.ev_state': 'State',
     'inst.ev_msg': 'Message',
     'inst.done': 'Done.',
+    'inst.disk_title': 'Resize data disk',
+    'inst.disk_now': 'The data disk is {gib} GiB.',
+    'inst.disk_new': 'New size (GiB)',
+    'inst.disk_grow': 'Grow',
+    'inst.disk_note': 'A disk only grows. A running instance sees the new size within seconds (df -h /root/data); a stopped one from its next start. Billed at the new size from now.',
   },
   zh: {
     'inst.back': '全部实例',
@@ -173,6 +179,11 @@ addMessages({
     'inst.ev_state': '状态',
     'inst.ev_msg': '说明',
     'inst.done': '完成。',
+    'inst.disk_title': '数据盘扩容',
+    'inst.disk_now': '数据盘现为 {gib} GiB。',
+    'inst.disk_new': '新容量（GiB）',
+    'inst.disk_grow': '扩容',
+    'inst.disk_note': '数据盘只能扩容，不能缩小。运行中的实例几秒内即可看到新容量（df -h /root/data）；关机的实例在下次开机时生效。自此刻起按新容量计费。',
   },
 });
 
@@ -322,6 +333,34 @@ function StopsBox({ inst, setInst }) {
   </section>`;
 }
 
+function DiskBox({ inst, setInst }) {
+  const [err, setErr] = useState(null);
+  const [ok, setOk] = useState(false);
+  const canResize = inst.state === 'running' || inst.state === 'stopped';
+  const submit = async (e) => {
+    e.preventDefault();
+    setErr(null);
+    setOk(false);
+    try {
+      setInst(await api.post(`/v1/instances/${inst.id}/disk`, { data_disk_gib: Number(e.target.gib.value) }));
+      setOk(true);
+    } catch (x) {
+      setErr(x);
+    }
+  };
+  return html`<section class="card" aria-labelledby="disk-h">
+    <h2 id="disk-h">${t('inst.disk_title')}</h2>
+    <p>${t('inst.disk_now', { gib: inst.data_disk_gib })}</p>
+    <form class="filters" onSubmit=${submit} id="disk-form">
+      <${Field} label=${t('inst.disk_new')}><input type="number" name="gib" min=${inst.data_disk_gib + 1} step="1" required /><//>
+      <button type="submit" disabled=${!canResize}>${t('inst.disk_grow')}</button>
+      ${ok ? html`<span role="status">${t('inst.done')}</span>` : null}
+    </form>
+    <p class="hint">${t('inst.disk_note')}</p>
+    <${ErrorBox} error=${err} />
+  </section>`;
+}
+
 function Events({ inst }) {
   const ev = useLoad(() => api.all(`/v1/instances/${inst.id}/events`, {}, 2000), [inst.id]);
   useEffect(
@@ -461,6 +500,7 @@ export default function Instance({ id }) {
     ${!gone
       ? html`<div class="grid"><${PlanBox} inst=${i} setInst=${inst.setData} /><${StopsBox} inst=${i} setInst=${inst.setData} /></div>`
       : null}
+    ${!gone ? html`<${DiskBox} inst=${i} setInst=${inst.setData} />` : null}
     <${Events} inst=${i} />
     <${Confirm} open=${releasing} title=${t('inst.release_title', { name: title })} message=${t('inst.release_msg')} word=${title}
       confirmLabel=${t('inst.release')} danger busy=${busy === 'release'} error=${err}
