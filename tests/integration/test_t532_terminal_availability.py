@@ -10,26 +10,16 @@ which open real terminals, skip there)."""
 import sqlite3
 
 from conftest import ApiHost, chrooted
+from test_t440_clone import api_renter
 
 
 def ticket(server, user, iid):
     return server.request("POST", f"/v1/instances/{iid}/terminal", {}, token=user["token"])
 
 
-def renter(server):
-    user = server.register()
-    server.request("POST", "/v1/me/verification",
-                   {"real_name": "Test Renter", "id_number": __import__(
-                       "conftest").random_id_number()}, token=user["token"])
-    server.request("POST", f"/v1/admin/users/{user['id']}/verification", {"approve": True},
-                   token=server.admin_token)
-    server.credit(user["id"], 100_000_000)
-    return user
-
-
 def test_a_host_without_terminals_refuses_tickets(server):
     host = ApiHost(server, gpus=1, terminals=False)
-    user = renter(server)
+    user = api_renter(server)
     r = server.request("POST", "/v1/instances", {"gpu_model": "RTX 4090", "gpus": 1,
                                                  "image": host.image, "data_disk_gib": 5,
                                                  "host": host.node_id}, token=user["token"])
