@@ -50,13 +50,15 @@ static void report_private(void *ctx, const char *path, mode_t was, mode_t now)
 
 /* Below the data directory, what is not the agent's own keeps its modes: an
  * image's files, an instance's disks and overlay (the renter's file
- * systems), and its boot directory, which the instance sees at /.suanli
+ * systems), its boot directory, which the instance sees at /.suanli, and
+ * the public datasets (/root/public; a host directory bound there is the
+ * operator's, and on the same file system the sweep would enter it)
  * (docs/design/control-plane.md, "Private files"). */
 static bool not_the_agents(const char *relative)
 {
     static const char *const patterns[] = {
-        "layers/sha256/*/rootfs", "layers/tmp",       "instances/*/boot",
-        "instances/*/sys",        "instances/*/data", "instances/*/rootfs",
+        "layers/sha256/*/rootfs", "layers/tmp",         "instances/*/boot", "instances/*/sys",
+        "instances/*/data",       "instances/*/rootfs", "public",           "public-tmp",
     };
 
     for (size_t i = 0; i < sizeof(patterns) / sizeof(patterns[0]); i++)

@@ -13,6 +13,8 @@ directory is then open to other users, except what is not the daemon's own
   renter's file systems, mounted there;
 - an instance's boot directory (DATA/instances/*/boot), which the instance
   sees read-only at /.suanli: its modes are the instance's view.
+- the public datasets (DATA/public), which every instance sees read-only at
+  /root/public: their modes are the renters' view (issue 14, item 5).
 
 The data directory's own 0700 keeps every other host user out of all of it,
 those included. The instance still works as before: its / is 0755, its
@@ -31,7 +33,7 @@ from conftest import SUANLI_NODE, Node, Server, cleanup_host, side_network
 NET = side_network(3, "nd")
 
 NOT_THE_AGENTS = ("layers/sha256/*/rootfs", "layers/tmp", "instances/*/boot",
-                  "instances/*/sys", "instances/*/data", "instances/*/rootfs")
+                  "instances/*/sys", "instances/*/data", "instances/*/rootfs", "public")
 
 
 def open_to_others(root, skip=()):
