@@ -322,7 +322,7 @@ int agent_run(struct agent_config *cfg, volatile bool *stop, struct sl_error *er
 {
     struct agent a = { .cfg = cfg, .stop = stop };
     int64_t next_heartbeat = 0;
-    bool hb_warned = false;
+    char hb_failing[sizeof(((struct sl_error *)0)->code)] = ""; /* the last failure's code */
     pthread_t reader;
 
     if (setup(&a, err) < 0)
@@ -342,12 +342,17 @@ int agent_run(struct agent_config *cfg, volatile bool *stop, struct sl_error *er
          * pass's workers take their instances again */
         if (acted || sl_time_mono_ms() >= next_heartbeat) {
             if (agent_heartbeat(&a, desired, &e) < 0) {
-                /* suanlid unreachable: the desired-state reader says so */
-                if (!hb_warned && strcmp(e.code, "unreachable") != 0)
+                /* suanlid unreachable: the desired-state reader says so.
+                 * Any other failure is said once per kind, even right
+                 * after an unreachable spell: a refusal by a suanlid
+                 * just back must not hide behind the outage before it. */
+                if (strcmp(e.code, hb_failing) != 0 && strcmp(e.code, "unreachable") != 0)
                     log_warn("agent: heartbeat: %s", e.message);
-                hb_warned = true;
-            } else {
-                hb_warned = false;
+                snprintf(hb_failing, sizeof(hb_failing), "%s", e.code);
+            } else if (*hb_failing) {
+                if (strcmp(hb_failing, "unreachable") != 0)
+                    log_info("agent: heartbeat accepted again");
+                *hb_failing = '\0';
             }
             next_heartbeat = sl_time_mono_ms() + a.heartbeat_s * SL_MSEC_PER_SEC;
         }
