@@ -302,9 +302,9 @@ static int check_image(struct store *st, const struct instance_request *rq, stru
         st,
         "SELECT (SELECT role FROM users WHERE id = ?2) = 'admin',"
         " i.kind = 'private' AND COALESCE(i.created_by, '') != ?2,"
-        " (SELECT COUNT(*) FROM node_images x WHERE x.name = i.name AND x.state = 'ready'),"
-        " (SELECT COUNT(*) FROM node_images x WHERE x.name = i.name AND x.state = 'building'),"
-        " (SELECT COUNT(*) FROM node_images x WHERE x.name = i.name AND x.state = 'failed')"
+        " EXISTS (SELECT 1 FROM node_images x WHERE x.name = i.name AND x.state = 'ready'),"
+        " EXISTS (SELECT 1 FROM node_images x WHERE x.name = i.name AND x.state = 'building'),"
+        " EXISTS (SELECT 1 FROM node_images x WHERE x.name = i.name AND x.state = 'failed')"
         " FROM images i WHERE i.name = ?1",
         DB_ARGS(DB_TEXT(rq->image), DB_TEXT(rq->user_id)), err);
     if (!rows)

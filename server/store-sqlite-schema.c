@@ -691,5 +691,9 @@ const char *const sqlite_migrations[] = {
     "  message TEXT NOT NULL DEFAULT '',"
     "  updated_at INTEGER NOT NULL,"
     "  PRIMARY KEY (node_id, name));",
+    /* 13: saved images and file storage (issue 14) */
+    /* whether any host holds an image ready, asked at every placement
+     * (sched.c, check_image): an index, not a scan of every host's row */
+    "CREATE INDEX node_images_name_state ON node_images(name, state);",
     0,
 };
