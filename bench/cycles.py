@@ -19,7 +19,9 @@ the integration tests. Prints a markdown table and writes
 bench/results/cycles.md. Needs root.
 """
 import ipaddress
+import json
 import os
+import resource
 import shutil
 import socket
 import statistics
@@ -39,6 +41,11 @@ BRIDGE = os.environ.get("BENCH_BRIDGE", "suanlib0")
 SUBNET = os.environ.get("BENCH_SUBNET", "10.95.0.0/16")
 PORTS = os.environ.get("BENCH_PORTS", "35000-35999").split("-")
 PREFIX = str(ipaddress.ip_network(SUBNET).network_address).rsplit(".", 2)[0] + "."  # "10.95."
+# The floor's own bridge and subnet, so its leftovers can never be the run's
+FLOOR_CYCLES = int(os.environ.get("FLOOR_CYCLES", "60"))
+FLOOR_BRIDGE = os.environ.get("FLOOR_BRIDGE", "suanlif0")
+FLOOR_SUBNET = os.environ.get("FLOOR_SUBNET", "10.96.0.0/16")
+CNI_PATH = "/usr/lib/cni"
 
 
 def banner(port, deadline):
@@ -160,6 +167,130 @@ def worker(cluster, user, take, results, errors):
             errors.append(repr(e))
 
 
+class Floor:
+    """What any such cycle pays here before suanli does anything of its own:
+    the programs DESIGN.md names for an instance's life, run bare, at the same
+    concurrency, right after the cycles. Each floor cycle: a network
+    namespace (unshare), the CNI chain the node uses (bridge with host-local,
+    portmap, firewall) ADD, one `runc run` of the image's rootfs (/bin/true)
+    in that namespace, the chain's DEL. No disks, no sshd, no API: a lower
+    bound for a cycle, not a model of one."""
+
+    def __init__(self, node_dir, work):
+        with open(os.path.join(node_dir, "images", conftest.IMAGE + ".json")) as f:
+            layer = json.load(f)["layers"][0]
+        self.rootfs = os.path.join(node_dir, "layers", "sha256", layer, "rootfs")
+        self.work = work
+        self.root = os.path.join(work, "runc")
+        self.ipam = os.path.join(work, "ipam")
+        os.makedirs(self.root)
+        self.n = 0
+        self.lock = threading.Lock()
+        subprocess.run(["runc", "spec", "--bundle", work], check=True)
+        with open(os.path.join(work, "config.json")) as f:
+            self.spec = json.load(f)
+        os.unlink(os.path.join(work, "config.json"))
+        self.spec["root"] = {"path": self.rootfs, "readonly": True}
+        self.spec["process"]["terminal"] = False
+        self.spec["process"]["args"] = ["/bin/true"]
+
+    def plugins(self, port):
+        return [{"type": "bridge", "bridge": FLOOR_BRIDGE, "isGateway": True, "ipMasq": True,
+                 "hairpinMode": True,
+                 "ipam": {"type": "host-local", "ranges": [[{"subnet": FLOOR_SUBNET}]],
+                          "routes": [{"dst": "0.0.0.0/0"}], "dataDir": self.ipam}},
+                {"type": "portmap", "capabilities": {"portMappings": True}, "snat": True,
+                 "runtimeConfig": {"portMappings": [{"hostPort": port, "containerPort": 22,
+                                                     "protocol": "tcp"}]}},
+                {"type": "firewall", "backend": "iptables"}]
+
+    def cni(self, command, plugin, cid, netns, prev):
+        conf = dict(plugin, cniVersion="1.0.0", name="suanli-floor")
+        if prev is not None:
+            conf["prevResult"] = prev
+        env = {"CNI_COMMAND": command, "CNI_CONTAINERID": cid, "CNI_NETNS": netns,
+               "CNI_IFNAME": "eth0", "CNI_PATH": CNI_PATH, "PATH": os.environ["PATH"]}
+        r = subprocess.run([os.path.join(CNI_PATH, plugin["type"])], input=json.dumps(conf),
+                           capture_output=True, text=True, env=env)
+        if r.returncode != 0:
+            raise RuntimeError(f"CNI {plugin['type']} {command}: {r.stdout} {r.stderr}")
+        return json.loads(r.stdout) if command == "ADD" else prev
+
+    def cycle(self):
+        with self.lock:
+            self.n += 1
+            n = self.n
+        cid, port = f"floor-{n}", int(PORTS[0]) + n
+        holder = subprocess.Popen(["unshare", "--net", "sleep", "600"])
+        netns = f"/proc/{holder.pid}/ns/net"
+        bundle = os.path.join(self.work, cid)
+        try:
+            conftest.wait_for(lambda: os.readlink(netns) != os.readlink("/proc/self/ns/net"),
+                              timeout=10, interval=0.001, what="the floor's netns")
+            plugins = self.plugins(port)
+            result = None
+            for p in plugins:
+                result = self.cni("ADD", p, cid, netns, result)
+            os.makedirs(bundle)
+            spec = json.loads(json.dumps(self.spec))
+            spec["linux"]["namespaces"] = [
+                ns if ns["type"] != "network" else {"type": "network", "path": netns}
+                for ns in spec["linux"]["namespaces"]]
+            with open(os.path.join(bundle, "config.json"), "w") as f:
+                json.dump(spec, f)
+            subprocess.run(["runc", "--root", self.root, "run", "--bundle", bundle, cid],
+                           check=True, stdin=subprocess.DEVNULL)
+            for p in reversed(plugins):
+                self.cni("DEL", p, cid, netns, result)
+        finally:
+            holder.kill()
+            holder.wait()
+            shutil.rmtree(bundle, ignore_errors=True)
+
+    def run(self, cycles, concurrency):
+        """(cycles/s, CPU seconds per cycle of the machine, of the programs)"""
+        left = [cycles]
+        lock = threading.Lock()
+        errors = []
+
+        def worker():
+            while True:
+                with lock:
+                    left[0] -= 1
+                    if left[0] < 0:
+                        return
+                try:
+                    self.cycle()
+                except Exception as e:  # noqa: BLE001  reported
+                    errors.append(repr(e))
+        self.cycle()  # the plugins' first run makes the bridge and chains
+        ru0, m0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), machine_cpu(), time.time()
+        threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.time() - t0
+        ru1, m1 = resource.getrusage(resource.RUSAGE_CHILDREN), machine_cpu()
+        if errors:
+            raise RuntimeError(f"floor: {len(errors)} cycles failed: {errors[0][:300]}")
+        progs = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
+        return cycles / wall, (m1 - m0) / cycles, progs / cycles
+
+    def close(self):
+        subprocess.run(["ip", "link", "del", FLOOR_BRIDGE], capture_output=True)
+        prefix = str(ipaddress.ip_network(FLOOR_SUBNET).network_address).rsplit(".", 2)[0] + "."
+        rules = subprocess.run(["iptables-save"], capture_output=True, text=True).stdout
+        table = None
+        for line in rules.splitlines():
+            if line.startswith("*"):
+                table = line[1:]
+            elif line.startswith("-A ") and prefix in line:
+                subprocess.run(["iptables", "-t", table, "-D"] + line.split()[1:],
+                               capture_output=True)
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
 def main():
     d = tempfile.mkdtemp(prefix="suanli-bench-cycles-", dir="/var/tmp")
     server = conftest.Server(os.path.join(d, "suanlid"), {"nodes.ssh_port_min": PORTS[0],
@@ -204,6 +335,13 @@ def main():
         used = [b - a for a, b in zip(cpu0, cpu1)]
         load_after = os.getloadavg()
         leftover = leaks(node.data_dir, [(iid, port) for iid, port, _, _ in results])
+        print(f"bench: the floor, {FLOOR_CYCLES} bare cycles at concurrency {CONCURRENCY}...",
+              file=sys.stderr)
+        floor = Floor(node.data_dir, os.path.join(d, "floor"))
+        try:
+            floor_rate, floor_machine, floor_progs = floor.run(FLOOR_CYCLES, CONCURRENCY)
+        finally:
+            floor.close()
     finally:
         if node:
             node.stop()
@@ -236,7 +374,14 @@ def main():
            f"{pct(cycle, 0.95) * 1000:.0f} ms |",
            f"| create → SSH banner p50 / p95 | {statistics.median(create) * 1000:.0f} ms / "
            f"{pct(create, 0.95) * 1000:.0f} ms |",
-           f"| leaks afterwards | {len(leftover)} |"]
+           f"| leaks afterwards | {len(leftover)} |",
+           f"| the floor: {FLOOR_CYCLES} bare cycles (netns, CNI bridge+portmap+firewall ADD, "
+           f"`runc run` /bin/true, CNI DEL), {CONCURRENCY} at a time | {floor_rate:.2f} "
+           f"cycles/s; {floor_machine * 1000:.0f} ms of the machine's CPU per cycle, "
+           f"{floor_progs * 1000:.0f} ms of it the programs' own |",
+           f"| the cycles beside the floor | {len(results) / wall / floor_rate:.2f}× its "
+           f"throughput; {used[4] / max(len(results), 1) / max(floor_machine, 1e-9):.1f}× its "
+           "CPU per cycle |"]
     n = max(len(results), 1)
     agent, suanlid, bench, inst, total = used
     out += ["", f"CPU per cycle (ms; the machine has {os.cpu_count()} CPUs, so at most "
