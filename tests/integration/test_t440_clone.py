@@ -105,7 +105,9 @@ def test_clone_to_another_host_copies_both_disks_and_is_a_new_machine(fleet, tmp
                     env={"SUANLI_TOKEN": user["token"]}, timeout=300)
         took = time.monotonic() - started
         assert p.returncode == 0, p.stdout + p.stderr + "".join(n.log_text()[-2000:]
-                                                                for n in (a, b))
+                                                                for n in (a, b)) + \
+            "".join(line for line in open(fleet.server.log_path, errors="replace")
+                    if b.node_id in line and "heartbeat" in line)[-3000:]
         new = json.loads(p.stdout)
         made.append(new["id"])
         assert new["state"] == "running" and new["node_id"] == b.node_id, new
