@@ -196,24 +196,34 @@ const char *cli_idle_stop_text(json_t *inst, char *buf, size_t size);
 /* Service ports (cmd-port.c): the links `show` prints under its fields. */
 void cli_print_services(FILE *out, json_t *inst);
 
+/* Which card fits (cmd-estimate.c): POST /v1/estimate with body, a new
+ * reference or NULL with err; `market --fits`'s "MODEL [PRECISION [JOB]]"
+ * as such a body (NULL with err saying what to write). */
+json_t *cli_estimate(struct cli *cli, json_t *body, struct sl_error *err);
+json_t *cli_estimate_fits_body(const char *fits, struct sl_error *err);
+
 /* The command descriptors, one file per noun. */
 extern const struct cli_command cmd_register, cmd_login, cmd_logout, cmd_whoami;
 extern const struct cli_command cmd_token_create, cmd_token_ls, cmd_token_rm;
 extern const struct cli_command cmd_key_add, cmd_key_ls, cmd_key_rm;
+extern const struct cli_command cmd_notify_ls, cmd_notify_add, cmd_notify_rm, cmd_notify_test,
+    cmd_notify_confirm, cmd_notify_on, cmd_notify_off, cmd_notify_log;
 extern const struct cli_command cmd_verify;
 extern const struct cli_command cmd_balance, cmd_ledger;
 extern const struct cli_command cmd_bill, cmd_bill_charges, cmd_plan;
-extern const struct cli_command cmd_market, cmd_regions, cmd_gpu_models;
+extern const struct cli_command cmd_market, cmd_regions, cmd_gpu_models, cmd_estimate;
 extern const struct cli_command cmd_create, cmd_ls, cmd_show, cmd_events, cmd_stop, cmd_start,
     cmd_restart, cmd_release, cmd_idle_stop, cmd_clone, cmd_migrate;
 extern const struct cli_command cmd_disk_resize;
 extern const struct cli_command cmd_ssh, cmd_ssh_config, cmd_cp;
 extern const struct cli_command cmd_port_ls, cmd_port_add, cmd_port_rm, cmd_port_public,
     cmd_port_private;
+extern const struct cli_command cmd_image_save, cmd_image_rm, cmd_image_share, cmd_image_unshare;
 extern const struct cli_command cmd_image_ls, cmd_admin_image_build, cmd_admin_image_import,
     cmd_admin_image_hosts, cmd_admin_image_rm;
 extern const struct cli_command cmd_dataset_ls, cmd_admin_dataset_add, cmd_admin_dataset_ls,
     cmd_admin_dataset_rm;
+extern const struct cli_command cmd_storage, cmd_admin_storage_ls, cmd_admin_storage_set;
 extern const struct cli_command cmd_admin_node_ls, cmd_admin_node_show, cmd_admin_node_cordon,
     cmd_admin_node_drain, cmd_admin_node_uncordon, cmd_admin_node_remove,
     cmd_admin_join_token_create, cmd_admin_join_token_ls, cmd_admin_join_token_rm;

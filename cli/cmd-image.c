@@ -76,8 +76,9 @@ static int run_image_ls(struct cli *cli, const struct cli_args *a)
         output_json(stdout, list);
         return CLI_EXIT_OK;
     }
-    static const char *const headers[] = { "NAME",      "KIND", "OS",    "PYTHON", "CUDA",
-                                           "FRAMEWORK", "SIZE", "NODES", "STATE" };
+    static const char *const headers[] = { "NAME",  "KIND",      "OS",         "PYTHON",
+                                           "CUDA",  "FRAMEWORK", "SIZE",       "NODES",
+                                           "STATE", "PARENT",    "DESCRIPTION" };
     struct table t;
     size_t i;
     json_t *img;
@@ -95,6 +96,8 @@ static int run_image_ls(struct cli *cli, const struct cli_args *a)
             size_text(jint(img, "size_bytes"), size),
             nodes_text(img, nodes),
             field(img, "state"),
+            field(img, "parent"),
+            field(img, "description"),
         };
         table_add(&t, row);
     }
@@ -106,7 +109,7 @@ static int run_image_ls(struct cli *cli, const struct cli_args *a)
 static const struct cli_option image_build_options[] = {
     { .name = "recipe",
       .arg = "RECIPE",
-      .help = "what to build it from: base (default), jupyter, pytorch or venv" },
+      .help = "what to build it from: base (default), jupyter, pytorch, venv or desktop" },
     { .name = "region", .arg = "REGION", .help = "only the nodes of one region (default: all)" },
     { 0 },
 };
@@ -456,4 +459,203 @@ const struct cli_command cmd_admin_image_build = {
     .options = image_build_options,
     .summary = "have every node of a region (or all) build an image from a recipe",
     .run = run_image_build,
+};
+
+/* Saved images: image save, rm, share and unshare (a renter's own). */
+
+#define SAVE_DEFAULT_TIMEOUT 3600
+
+static const struct cli_option image_save_options[] = {
+    { .name = "description", .arg = "TEXT", .help = "a line that says what is in it" },
+    { .name = "no-wait", .help = "return once asked, before the host has saved it" },
+    { .name = "timeout",
+      .arg = "SECONDS",
+      .type = CLI_OPT_INT,
+      .min = 1,
+      .max = 86400,
+      .help = "wait at most this long for the host (default 3600); it goes on after" },
+    { 0 },
+};
+
+static json_t *image_get(struct cli *cli, const char *name, struct sl_error *err)
+{
+    cleanup_free char *ename = sl_client_escape(name);
+    cleanup_free char *path = xasprintf("/v1/images/%s", ename);
+    json_t *out = NULL;
+
+    if (sl_client_request(&cli->client, "GET", path, NULL, NULL, &out, err) < 0)
+        return NULL;
+    return out;
+}
+
+/* Polls the image until its host's verdict: ready (0), failed (1, with
+ * the host's reason), or the time is up (5). */
+static int wait_save(struct cli *cli, const char *name, int64_t timeout_s, json_t **img)
+{
+    bool tty = isatty(STDERR_FILENO);
+    int64_t start = now_ms();
+    struct sl_error err = SL_ERROR_INIT;
+
+    for (;;) {
+        json_t *next = image_get(cli, name, &err);
+        if (next) {
+            json_decref(*img);
+            *img = next;
+        } else if (err.kind == SL_E_UNAVAILABLE) {
+            sl_error_clear(&err);
+        } else {
+            if (tty)
+                fputs("\r\033[K", stderr);
+            return cli_fail(&err);
+        }
+        const char *state = *img && jstr(*img, "state") ? jstr(*img, "state") : "saving";
+        int64_t elapsed = now_ms() - start;
+        if (strcmp(state, "ready") == 0 || strcmp(state, "failed") == 0) {
+            if (tty)
+                fputs("\r\033[K", stderr);
+            if (strcmp(state, "ready") == 0)
+                return CLI_EXIT_OK;
+            fprintf(stderr, "suanli: saving image %s failed: %s\n", name,
+                    jstr(*img, "message") && *jstr(*img, "message") ? jstr(*img, "message")
+                                                                    : "(no reason)");
+            fprintf(stderr, "suanli: delete it with suanli image rm %s and save again\n", name);
+            return CLI_EXIT_REFUSED;
+        }
+        if (tty)
+            fprintf(stderr, "\r\033[Kimage %s: %s (%" PRId64 " s)", name, state, elapsed / 1000);
+        if (elapsed >= timeout_s * 1000) {
+            if (tty)
+                fputs("\r\033[K", stderr);
+            fprintf(stderr,
+                    "suanli: image %s is still %s after %" PRId64 " s; the host goes on in the "
+                    "background: follow it with suanli image ls\n",
+                    name, state, timeout_s);
+            return CLI_EXIT_UNAVAILABLE;
+        }
+        struct timespec pause = { 0, IMPORT_POLL_MS * 1000000L };
+        while (nanosleep(&pause, &pause) < 0 && errno == EINTR)
+            ;
+    }
+}
+
+static int run_image_save(struct cli *cli, const struct cli_args *a)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    const char *id = a->argv[0], *name = a->argv[1];
+    const char *description = cli_text(a, "description", NULL);
+    int64_t timeout = cli_number(a, "timeout", SAVE_DEFAULT_TIMEOUT);
+    bool wait = !cli_has(a, "no-wait");
+    int status;
+
+    if ((status = cli_need_token(cli)))
+        return status;
+    cleanup_json json_t *body = json_pack("{s:s}", "name", name);
+    if (description)
+        json_object_set_new(body, "description", json_string(description));
+    cleanup_free char *path = cli_instance_path(id, "image");
+    cleanup_json json_t *img = NULL;
+    if (sl_client_request(&cli->client, "POST", path, body, NULL, &img, &err) < 0)
+        return cli_fail(&err);
+    if (wait && (status = wait_save(cli, name, timeout, &img)) != CLI_EXIT_OK)
+        return status;
+    if (cli->output == OUTPUT_JSON) {
+        output_json(stdout, img);
+        return CLI_EXIT_OK;
+    }
+    char layer[32], total[32];
+    if (!wait)
+        printf("saving instance %s as image %s; follow it with suanli image ls\n", id, name);
+    else
+        printf("saved instance %s as image %s (%s over %s, %s in all): start it with suanli "
+               "create --image %s\n",
+               id, name, size_text(jint(img, "layer_bytes"), layer),
+               jstr(img, "parent") ? jstr(img, "parent") : "?",
+               size_text(jint(img, "size_bytes"), total), name);
+    return CLI_EXIT_OK;
+}
+
+static int run_image_rm_own(struct cli *cli, const struct cli_args *a)
+{
+    return cli_remove_one(cli, a, "/v1/images", "image");
+}
+
+static const struct cli_option image_share_options[] = {
+    { .name = "community", .help = "every renter (they see it in image ls and start from it)" },
+    { .name = "user", .arg = "EMAIL", .help = "one renter, by the email they log in with" },
+    { 0 },
+};
+
+static int share(struct cli *cli, const struct cli_args *a, bool on)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    const char *name = a->argv[0], *user = cli_text(a, "user", NULL);
+    bool community = cli_has(a, "community");
+    int status;
+
+    if (community == (user != NULL)) {
+        fputs("suanli: say whom: --community (every renter) or --user EMAIL\n", stderr);
+        return CLI_EXIT_USAGE;
+    }
+    if ((status = cli_need_token(cli)))
+        return status;
+    cleanup_json json_t *body =
+        community ? json_pack("{s:b}", "community", 1) : json_pack("{s:s}", "email", user);
+    cleanup_free char *ename = sl_client_escape(name);
+    cleanup_free char *path = xasprintf("/v1/images/%s/%s", ename, on ? "share" : "unshare");
+    cleanup_json json_t *img = NULL;
+    if (sl_client_request(&cli->client, "POST", path, body, NULL, &img, &err) < 0)
+        return cli_fail(&err);
+    if (cli->output == OUTPUT_JSON) {
+        output_json(stdout, img);
+        return CLI_EXIT_OK;
+    }
+    if (on)
+        printf("shared image %s with %s: they can start from it, not delete or share it\n", name,
+               community ? "every renter" : user);
+    else
+        printf("image %s is no longer shared with %s\n", name, community ? "every renter" : user);
+    return CLI_EXIT_OK;
+}
+
+static int run_image_share(struct cli *cli, const struct cli_args *a)
+{
+    return share(cli, a, true);
+}
+
+static int run_image_unshare(struct cli *cli, const struct cli_args *a)
+{
+    return share(cli, a, false);
+}
+
+const struct cli_command cmd_image_save = {
+    .name = "image save",
+    .args = "ID NAME",
+    .options = image_save_options,
+    .summary = "save an instance (stopped, or running) as a private image and wait until it is "
+               "ready",
+    .run = run_image_save,
+};
+
+const struct cli_command cmd_image_rm = {
+    .name = "image rm",
+    .aliases = { "image remove", "image delete" },
+    .args = "NAME",
+    .summary = "delete an image you saved; refused while an instance uses it",
+    .run = run_image_rm_own,
+};
+
+const struct cli_command cmd_image_share = {
+    .name = "image share",
+    .args = "NAME",
+    .options = image_share_options,
+    .summary = "let every renter (--community) or one (--user EMAIL) start from an image you saved",
+    .run = run_image_share,
+};
+
+const struct cli_command cmd_image_unshare = {
+    .name = "image unshare",
+    .args = "NAME",
+    .options = image_share_options,
+    .summary = "take back a share of an image you saved",
+    .run = run_image_unshare,
 };

@@ -52,6 +52,9 @@ static const struct cli_option market_options[] = {
     { .name = "cuda",
       .arg = "VERSION",
       .help = "only hosts whose driver runs this CUDA version or newer, such as 12.2" },
+    { .name = "fits",
+      .arg = "\"MODEL [PRECISION [JOB]]\"",
+      .help = "only hosts whose free GPUs hold it, such as \"7B bf16 lora\" (suanli estimate)" },
     { 0 },
 };
 
@@ -117,6 +120,63 @@ static char *supply(json_t *m, char *buf, size_t size)
     return buf;
 }
 
+/* Whether key names a node and GPU model in offers (POST /v1/estimate's),
+ * and how many GPUs it needs there; 0 when it does not fit. */
+static int64_t offer_need(json_t *offers, const char *node_id, const char *model_id)
+{
+    size_t i;
+    json_t *o;
+
+    json_array_foreach(offers, i, o)
+    {
+        if (strcmp(jstr(o, "node_id"), node_id) == 0 &&
+            strcmp(jstr(o, "gpu_model_id"), model_id) == 0)
+            return jint(o, "gpus_needed");
+    }
+    return 0;
+}
+
+/* --fits: keeps the hosts and GPU models where the estimate fits, each with
+ * gpus_needed, and adds the estimate's summary as "fits". */
+static void apply_fits(json_t *market, json_t *estimate)
+{
+    json_t *offers = json_object_get(estimate, "offers"), *r;
+    size_t i;
+
+    json_array_foreach(json_object_get(market, "items"), i, r)
+    {
+        json_t *hosts = json_object_get(r, "hosts"), *models = json_object_get(r, "gpu_models");
+        for (size_t j = json_array_size(hosts); j-- > 0;) {
+            json_t *h = json_array_get(hosts, j);
+            int64_t need = offer_need(offers, jstr(h, "node_id"), jstr(h, "gpu_model_id"));
+            if (need)
+                json_object_set_new(h, "gpus_needed", json_integer(need));
+            else
+                json_array_remove(hosts, j);
+        }
+        for (size_t j = json_array_size(models); j-- > 0;) {
+            json_t *m = json_array_get(models, j), *need = NULL, *e;
+            size_t k;
+            json_array_foreach(json_object_get(estimate, "gpu_models"), k, e)
+            {
+                if (strcmp(jstr(e, "id"), jstr(m, "id")) == 0)
+                    need = json_object_get(e, "gpus_needed");
+            }
+            if (json_is_integer(need))
+                json_object_set(m, "gpus_needed", need);
+            else
+                json_array_remove(models, j);
+        }
+    }
+    json_object_set_new(
+        market, "fits",
+        json_pack("{s:O, s:O, s:O, s:O, s:O, s:O}", "model", json_object_get(estimate, "model"),
+                  "precision", json_object_get(estimate, "precision"), "job",
+                  json_object_get(estimate, "job"), "context", json_object_get(estimate, "context"),
+                  "batch", json_object_get(estimate, "batch"), "total_bytes",
+                  json_object_get(estimate, "total_bytes")));
+}
+
 static int run_market(struct cli *cli, const struct cli_args *a)
 {
     struct sl_error err = SL_ERROR_INIT;
@@ -126,8 +186,19 @@ static int run_market(struct cli *cli, const struct cli_args *a)
     if ((status = cli_need_token(cli)))
         return status;
     cleanup_free char *path = market_path(a);
+    const char *fits = cli_text(a, "fits", NULL);
+    cleanup_json json_t *fits_body = fits ? cli_estimate_fits_body(fits, &err) : NULL;
+    if (fits && !fits_body)
+        return cli_usage_error(cli, "%s", err.message);
+    if (fits_body && cli_has(a, "region"))
+        json_object_set_new(fits_body, "region", json_string(cli_text(a, "region", "")));
+    cleanup_json json_t *estimate = fits_body ? cli_estimate(cli, fits_body, &err) : NULL;
+    if (fits && !estimate)
+        return cli_fail(&err);
     if (sl_client_request(&cli->client, "GET", path, NULL, NULL, &market, &err) < 0)
         return cli_fail(&err);
+    if (estimate)
+        apply_fits(market, estimate);
     if (cli->output == OUTPUT_JSON) {
         output_json(stdout, market);
         return CLI_EXIT_OK;
@@ -137,15 +208,23 @@ static int run_market(struct cli *cli, const struct cli_args *a)
     size_t i, j, offers = 0;
     json_t *r, *m;
     /* the hosts first, as AutoDL lists them; then the models and prices */
-    static const char *const host_headers[] = { "REGION", "HOST",   "NODE",    "GPU",
-                                                "FREE",   "VRAM",   "CPU/GPU", "MEM/GPU",
-                                                "DISK",   "DRIVER", "CUDA",    "PRICE" };
-    table_init(&t, ARRAY_SIZE(host_headers), host_headers);
+    static const char *const host_headers[] = { "REGION", "HOST",    "NODE",    "GPU",  "FREE",
+                                                "VRAM",   "CPU/GPU", "MEM/GPU", "DISK", "DRIVER",
+                                                "CUDA",   "PRICE",   "NEED" };
+    if (estimate)
+        printf("%.*s %s %s needs %.1f GiB (suanli estimate for the parts); where it fits "
+               "now:\n\n",
+               (int)strcspn(fits + strspn(fits, " \t"), " \t"), fits + strspn(fits, " \t"),
+               jstr(estimate, "precision"), jstr(estimate, "job"),
+               (double)jint(estimate, "total_bytes") / (1LL << 30));
+    table_init(&t, ARRAY_SIZE(host_headers) - (estimate ? 0 : 1), host_headers);
     json_array_foreach(json_object_get(market, "items"), i, r)
     {
         json_array_foreach(json_object_get(r, "hosts"), j, m)
         {
-            char vram[32], cpu[32], mem[32], disk[32], per_hour[64], gpus[80];
+            char vram[32], cpu[32], mem[32], disk[32], per_hour[64], gpus[80], need[32];
+            snprintf(need, sizeof(need), "%" PRId64 " GPU%s", jint(m, "gpus_needed"),
+                     jint(m, "gpus_needed") == 1 ? "" : "s");
             snprintf(gpus, sizeof(gpus), "%" PRId64 "/%" PRId64 "%s", jint(m, "gpus_free"),
                      jint(m, "gpus_total"),
                      json_is_true(json_object_get(m, "simulated")) ? " (simulated)" : "");
@@ -163,6 +242,7 @@ static int run_market(struct cli *cli, const struct cli_args *a)
                 jstr(m, "driver_version"),
                 jstr(m, "cuda_version"),
                 price(m, "price_per_hour_micros", currency, "/h", per_hour, sizeof(per_hour)),
+                need,
             };
             table_add(&t, row);
             offers++;
@@ -171,6 +251,8 @@ static int run_market(struct cli *cli, const struct cli_args *a)
     if (offers) {
         table_print(&t, stdout);
         printf("\n");
+    } else if (estimate) {
+        printf("no host has the free GPUs for it now\n\n");
     }
     table_release(&t);
     /* per model, the catalog's CPU and memory per GPU: the most a host gives */

@@ -139,6 +139,9 @@ static int run_port_ls(struct cli *cli, const struct cli_args *a)
     json_t *jupyter = json_object_get(list, "jupyter");
     if (json_is_object(jupyter))
         printf("\nJupyter: %s\n", jstr(jupyter, "url"));
+    json_t *desktop = json_object_get(list, "desktop");
+    if (json_is_object(desktop))
+        printf("\nDesktop: %s\n", jstr(desktop, "url"));
     return CLI_EXIT_OK;
 }
 
@@ -147,6 +150,7 @@ void cli_print_services(FILE *out, json_t *inst)
     size_t i;
     json_t *p;
     json_t *jupyter = json_object_get(inst, "jupyter");
+    json_t *desktop = json_object_get(inst, "desktop");
 
     if (json_array_size(json_object_get(inst, "services")) == 0)
         return;
@@ -159,6 +163,8 @@ void cli_print_services(FILE *out, json_t *inst)
     }
     if (json_is_object(jupyter))
         fprintf(out, "jupyter: %s\n", jstr(jupyter, "url"));
+    if (json_is_object(desktop))
+        fprintf(out, "desktop: %s\n", jstr(desktop, "url"));
 }
 
 const struct cli_command cmd_port_ls = {

@@ -14,6 +14,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
 #include <time.h>
 
 #define CONNECT_TIMEOUT_S 10L
@@ -309,6 +310,96 @@ int sl_client_download(struct sl_client *c, const char *path, const char *dest, 
     crypto_hash_sha256_final(&d.sha, digest);
     if (sha256_hex)
         sodium_bin2hex(sha256_hex, 65, digest, sizeof(digest));
+    return 0;
+}
+
+struct resume {
+    struct download d;
+    uint64_t offset; /* bytes kept from before */
+    bool restarted;  /* the server sent the whole file: dest started again */
+};
+
+static size_t resume_write(char *data, size_t size, size_t n, void *userdata)
+{
+    struct resume *r = userdata;
+
+    if (!r->d.status) {
+        curl_easy_getinfo(r->d.curl, CURLINFO_RESPONSE_CODE, &r->d.status);
+        if (r->d.status == 200 && r->offset) {
+            /* the range was not honoured: the whole file comes */
+            if (fflush(r->d.file) != 0 || ftruncate(fileno(r->d.file), 0) < 0 ||
+                fseeko(r->d.file, 0, SEEK_SET) < 0)
+                return 0;
+            crypto_hash_sha256_init(&r->d.sha);
+            r->offset = 0;
+            r->restarted = true;
+        }
+    }
+    return download_write(data, size, n, &r->d);
+}
+
+int sl_client_download_resume(struct sl_client *c, const char *path, const char *dest,
+                              char *sha256_hex, uint64_t *resumed, struct sl_error *err)
+{
+    cleanup_free char *url = xasprintf("%s%s", c->server, path);
+    __attribute__((cleanup(cleanup_slist))) struct curl_slist *headers = NULL;
+    char curl_error[CURL_ERROR_SIZE] = "";
+    cleanup_buf struct sl_buf error_body = SL_BUF_INIT;
+    struct resume r = { .d = { .error_body = &error_body } };
+    unsigned char digest[crypto_hash_sha256_BYTES], buf[1 << 16];
+    CURL *curl = prepare(c, url, &headers, curl_error, err);
+    struct stat st;
+    ssize_t got;
+
+    if (resumed)
+        *resumed = 0;
+    if (!curl)
+        return -1;
+    r.d.curl = curl;
+    int fd = open(dest, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        if (fd >= 0)
+            close(fd);
+        return sl_fail_errno(err, "unable to open '%s'", dest);
+    }
+    crypto_hash_sha256_init(&r.d.sha);
+    while ((got = read(fd, buf, sizeof(buf))) > 0)
+        crypto_hash_sha256_update(&r.d.sha, buf, (size_t)got);
+    if (got < 0 || !(r.d.file = fdopen(fd, "r+")) || fseeko(r.d.file, 0, SEEK_END) < 0) {
+        sl_fail_errno(err, "unable to read '%s'", dest);
+        if (r.d.file)
+            fclose(r.d.file);
+        else
+            close(fd);
+        return -1;
+    }
+    r.offset = (uint64_t)st.st_size;
+    if (r.offset) {
+        cleanup_free char *h = xasprintf("Range: bytes=%llu-", (unsigned long long)r.offset);
+        headers = curl_slist_append(headers, h);
+    }
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, resume_write);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &r);
+    CURLcode rc = curl_easy_perform(curl);
+    int closed = fclose(r.d.file);
+    if (rc == CURLE_OK && !r.d.status)
+        curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &r.d.status);
+    if (rc != CURLE_OK || closed != 0)
+        /* dest keeps what came: the next call asks for the rest */
+        return rc != CURLE_OK
+                   ? sl_fail(err, SL_E_UNAVAILABLE, "unreachable", "download of '%s' failed: %s",
+                             url, curl_error[0] ? curl_error : curl_easy_strerror(rc))
+                   : sl_fail_errno(err, "unable to write '%s'", dest);
+    if (r.d.status < 200 || r.d.status > 299) {
+        unlink(dest);
+        return fail_http(r.d.status, "GET", url, error_body.data, error_body.len, err);
+    }
+    crypto_hash_sha256_final(&r.d.sha, digest);
+    if (sha256_hex)
+        sodium_bin2hex(sha256_hex, 65, digest, sizeof(digest));
+    if (resumed)
+        *resumed = r.offset;
     return 0;
 }
 

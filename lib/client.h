@@ -46,6 +46,14 @@ json_t *sl_client_list(struct sl_client *c, const char *path, size_t page_size,
 int sl_client_download(struct sl_client *c, const char *path, const char *dest, char *sha256_hex,
                        struct sl_error *err);
 
+/* sl_client_download that resumes: what dest already holds is kept and
+ * only the rest is asked for ("Range: bytes=SIZE-"; a server that answers
+ * 200 instead sends it whole and dest starts again); sha256_hex covers the
+ * whole file. A transfer cut short keeps dest for the next call; an error
+ * answer removes it. *resumed (when not NULL) is the bytes kept. */
+int sl_client_download_resume(struct sl_client *c, const char *path, const char *dest,
+                              char *sha256_hex, uint64_t *resumed, struct sl_error *err);
+
 /* Told how far an upload is: sent of total bytes. */
 typedef void sl_client_progress_fn(int64_t sent, int64_t total, void *arg);
 

@@ -110,6 +110,12 @@ json_t *agent_instance_report(struct agent *a, json_t *d);
  * uploaded archive or builds a recipe. a->builds tracks them. */
 void agent_images_converge(struct agent *a, json_t *wanted);
 
+/* Starts a thread for each save the desired state asks of this host
+ * ([{image, instance, parent}]) that none is doing: the instance's system
+ * disk's changes captured as a layer, uploaded to suanlid and stacked on
+ * the parent image here (image-save.h). */
+void agent_saves_converge(struct agent *a, json_t *saves);
+
 /* The images for the heartbeat: those on the host (ready), and those being
  * made (building) or whose making failed (with its message). A new
  * reference. */

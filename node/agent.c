@@ -9,6 +9,7 @@
 #include "lxcfs.h"
 #include "public-data.h"
 #include "steps.h"
+#include "storage.h"
 #include "transfer.h"
 #include "../lib/cleanup.h"
 #include "../lib/config.h"
@@ -372,9 +373,13 @@ int agent_run(struct agent_config *cfg, volatile bool *stop, struct sl_error *er
             a.pin_warned = false;
         }
         agent_images_converge(&a, json_object_get(desired, "images"));
+        agent_saves_converge(&a, json_object_get(desired, "saves"));
         agent_public_converge(&a, json_integer_value(json_object_get(desired, "revision")) > 0
                                       ? json_object_get(desired, "datasets")
                                       : NULL);
+        /* a grown quota grows the mounted images (storage.h) */
+        storage_converge(cfg->data_dir, json_object_get(desired, "storage"),
+                         json_object_get(desired, "instances"));
         if (a.proxy.nginx &&
             proxy_sync_desired(&a.proxy, json_object_get(desired, "instances"), &a.net, &e) < 0 &&
             !a.proxy_warned) {

@@ -119,6 +119,38 @@ static const char boot_init_script[] =
     "        --port=\"$jport\" --NotebookApp.token=\"$jtoken\" --NotebookApp.port_retries=0 \\\n"
     "        --NotebookApp.allow_remote_access=True) </dev/null >>/var/log/jupyter.log 2>&1 &\n"
     "fi\n"
+    "# The desktop, when the image has it and suanlid published its port (PORT\n"
+    "# TOKEN): Xvnc on display :1 listening on loopback only (no TCP for X\n"
+    "# either), the token's first 8 digits its VNC password; an Xfce session on\n"
+    "# it, started again after a logout; websockify serving noVNC on the port,\n"
+    "# which the node's proxy lets the owner reach\n"
+    "if [ -s $boot/desktop ] && command -v Xvnc >/dev/null 2>&1 &&\n"
+    "    command -v vncpasswd >/dev/null 2>&1 && command -v websockify >/dev/null 2>&1; then\n"
+    "    read -r dport dtoken < $boot/desktop || true\n"
+    "    # a lock left by the last start names a pid that may be alive again\n"
+    "    rm -f /tmp/.X1-lock /tmp/.X11-unix/X1\n"
+    "    # dbus needs a machine id; the image has none (each instance its own)\n"
+    "    if [ ! -s /etc/machine-id ]; then\n"
+    "        read -r uuid < /proc/sys/kernel/random/uuid || true\n"
+    "        printf '%s\\n' \"$uuid\" | tr -d - > /etc/machine-id || true\n"
+    "    fi\n"
+    "    mkdir -p /run/suanli-desktop\n"
+    "    chmod 0700 /run/suanli-desktop\n"
+    "    printf '%s\\n' \"${dtoken%\"${dtoken#????????}\"}\" |\n"
+    "        vncpasswd -f > /run/suanli-desktop/passwd || true\n"
+    "    Xvnc :1 -localhost -interface 127.0.0.1 -rfbport 5901 -nolisten tcp \\\n"
+    "        -SecurityTypes VncAuth -PasswordFile /run/suanli-desktop/passwd \\\n"
+    "        -geometry 1280x800 -depth 24 -AlwaysShared \\\n"
+    "        </dev/null >>/var/log/desktop.log 2>&1 &\n"
+    "    (cd /root\n"
+    "     export DISPLAY=:1 HOME=/root USER=root SHELL=/bin/bash\n"
+    "     i=0\n"
+    "     while [ ! -S /tmp/.X11-unix/X1 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done\n"
+    "     while :; do dbus-launch --exit-with-session xfce4-session || true; sleep 2; done\n"
+    "    ) </dev/null >>/var/log/desktop.log 2>&1 &\n"
+    "    websockify --web /usr/share/novnc 0.0.0.0:\"$dport\" 127.0.0.1:5901 \\\n"
+    "        </dev/null >>/var/log/desktop.log 2>&1 &\n"
+    "fi\n"
     "exec /usr/sbin/sshd -D -e \\\n"
     "    -o PermitRootLogin=yes \\\n"
     "    -o \"AuthorizedKeysFile=.ssh/authorized_keys $boot/authorized_keys\" \\\n"
@@ -219,6 +251,11 @@ int boot_write(const char *boot_dir, const struct boot_params *p, struct sl_erro
         (!p->jupyter_token || !*p->jupyter_token ||
          strspn(p->jupyter_token, "0123456789abcdef") != strlen(p->jupyter_token)))
         return sl_fail(err, SL_E_INVALID, "invalid_token", "Jupyter's token must be hex digits");
+    if (p->desktop_port &&
+        (!p->desktop_token || strlen(p->desktop_token) < 8 ||
+         strspn(p->desktop_token, "0123456789abcdef") != strlen(p->desktop_token)))
+        return sl_fail(err, SL_E_INVALID, "invalid_token",
+                       "the desktop's token must be 8 or more hex digits");
     if (fs_mkdir_p(boot_dir, 0755, err) < 0)
         return -1;
 
@@ -231,6 +268,9 @@ int boot_write(const char *boot_dir, const struct boot_params *p, struct sl_erro
     cleanup_free char *jupyter = xasprintf("%s/jupyter", boot_dir);
     cleanup_free char *jupyter_text =
         p->jupyter_port ? xasprintf("%u %s\n", p->jupyter_port, p->jupyter_token) : xstrdup("");
+    cleanup_free char *desktop = xasprintf("%s/desktop", boot_dir);
+    cleanup_free char *desktop_text =
+        p->desktop_port ? xasprintf("%u %s\n", p->desktop_port, p->desktop_token) : xstrdup("");
     cleanup_free char *token_path = xasprintf("%s/" BOOT_TOKEN_FILE, boot_dir);
     unsigned char raw[BOOT_TOKEN_HEX / 2];
     char token[BOOT_TOKEN_HEX + 1];
@@ -243,7 +283,8 @@ int boot_write(const char *boot_dir, const struct boot_params *p, struct sl_erro
         sl_file_write(shutdown, boot_shutdown_script, strlen(boot_shutdown_script), 0755, 0, err) <
             0 ||
         sl_file_write(token_path, token, strlen(token), 0600, 0, err) < 0 ||
-        sl_file_write(jupyter, jupyter_text, strlen(jupyter_text), 0600, 0, err) < 0)
+        sl_file_write(jupyter, jupyter_text, strlen(jupyter_text), 0600, 0, err) < 0 ||
+        sl_file_write(desktop, desktop_text, strlen(desktop_text), 0600, 0, err) < 0)
         return -1;
     cleanup_free char *autodl = xasprintf("%s/autodl-paths", boot_dir);
     if (p->autodl_paths ? sl_file_write(autodl, "1\n", 2, 0644, 0, err) < 0

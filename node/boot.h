@@ -10,6 +10,11 @@
  *                    /root/.ssh/authorized_keys
  *   jupyter          "PORT TOKEN" or empty: the init starts jupyter-notebook
  *                    on PORT with that token when the image has it
+ *   desktop          "PORT TOKEN" or empty: the init starts the desktop when
+ *                    the image has it (the desktop recipe): Xvnc on display
+ *                    :1 listening on loopback only, its VNC password the
+ *                    token's first 8 digits; an Xfce session on it; and
+ *                    websockify serving noVNC on PORT, the only way in
  *   metadata-token   a random token, new at every start (0600): the
  *                    instance shows it to http://169.254.169.254/
  *                    (node/metadata.h), which answers for it only
@@ -37,6 +42,8 @@ struct boot_params {
     const char *authorized_keys;     /* OpenSSH public key lines; NULL: none */
     unsigned jupyter_port;           /* 0: no Jupyter; else its port, with jupyter_token */
     const char *jupyter_token;       /* [0-9a-f], Jupyter's own login token */
+    unsigned desktop_port;           /* 0: no desktop; else noVNC's port, with desktop_token */
+    const char *desktop_token;       /* [0-9a-f], 8 or more: the VNC password is its first 8 */
     bool autodl_paths;               /* the init links /root/autodl-tmp -> /root/data,
                                         autodl-pub -> public, autodl-fs -> storage
                                         (each while its target exists) */

@@ -7,6 +7,7 @@
 #include "cgroup.h"
 #include "fsutil.h"
 #include "steps.h"
+#include "storage.h"
 #include "transfer.h"
 #include "../lib/cleanup.h"
 #include "../lib/file.h"
@@ -268,17 +269,21 @@ static int start_one(struct agent *a, json_t *d, struct sl_error *err)
         if (n_gpus < GPU_MAX)
             gpus[n_gpus++] = (unsigned)json_integer_value(g);
     }
-    /* the port whose app is Jupyter, with Jupyter's own token */
-    json_t *jupyter = NULL;
+    /* the ports whose app is Jupyter or the desktop, with the app's own token */
+    json_t *jupyter = NULL, *desktop = NULL;
     json_array_foreach(json_object_get(d, "ports"), i, g)
     {
-        if (json_is_string(json_object_get(g, "app")) &&
-            strcmp(json_string_value(json_object_get(g, "app")), "jupyter") == 0)
+        const char *app = json_string_value(json_object_get(g, "app"));
+        if (app && strcmp(app, "jupyter") == 0)
             jupyter = g;
+        else if (app && strcmp(app, "desktop") == 0)
+            desktop = g;
     }
     struct instance_spec spec = {
         .jupyter_port = (unsigned)json_integer_value(json_object_get(jupyter, "port")),
         .jupyter_token = json_string_value(json_object_get(jupyter, "app_token")),
+        .desktop_port = (unsigned)json_integer_value(json_object_get(desktop, "port")),
+        .desktop_token = json_string_value(json_object_get(desktop, "app_token")),
         .id = id,
         .image = json_string_value(json_object_get(d, "image")),
         .system_disk_gib = (unsigned)json_integer_value(json_object_get(d, "system_disk_gib")),
@@ -293,6 +298,21 @@ static int start_one(struct agent *a, json_t *d, struct sl_error *err)
         .gpus = gpus,
         .n_gpus = n_gpus,
     };
+    /* the renter's file storage of the region, ready before the container
+     * binds it (storage.h); a start without it would let the renter write
+     * to what looks shared and is not */
+    cleanup_free char *storage_dir = NULL;
+    json_t *number = json_object_get(d, "storage");
+    if (json_is_integer(number)) {
+        pthread_mutex_lock(&a->lock);
+        cleanup_json json_t *backend = json_deep_copy(json_object_get(a->desired, "storage"));
+        pthread_mutex_unlock(&a->lock);
+        storage_dir = storage_prepare(a->cfg->data_dir, backend, json_integer_value(number), err);
+        if (!storage_dir)
+            return -1;
+        spec.storage_dir = storage_dir;
+        steps_mark("file storage");
+    }
     if (instance_create_disks(&a->host, &spec, err) < 0 ||
         instance_start(&a->host, &spec, ip, err) < 0)
         return -1;

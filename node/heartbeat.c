@@ -3,6 +3,7 @@
 #include "agent-internal.h"
 #include "activity.h"
 #include "inventory.h"
+#include "storage.h"
 #include "transfer.h"
 #include "../lib/cleanup.h"
 #include "../lib/json.h"
@@ -37,6 +38,10 @@ int agent_heartbeat(struct agent *a, json_t *desired, struct sl_error *err)
     json_object_set_new(body, "transfer_port", json_integer(transfer_server_port()));
     /* the public datasets here (public-data.h) */
     json_object_set_new(body, "datasets", agent_public_report(a));
+    /* the use of the file storage mounted here (storage.h) */
+    json_t *storage = json_object_get(desired, "storage");
+    if (storage)
+        json_object_set_new(body, "storage", storage_report(a->cfg->data_dir, storage));
     /* whether it serves the browser's terminal: not without nginx, nor in a
      * chroot (agent.c) */
     json_object_set_new(body, "terminals", json_boolean(a->terminal != NULL));

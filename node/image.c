@@ -359,6 +359,13 @@ static const struct {
     /* what compiling extensions (pycocotools, mmcv) needs, and a project
      * environment */
     { "venv", "python3-dev,build-essential", VENV_HOOK },
+    /* a desktop in the browser: Xfce (its smallest whole session) on
+     * TigerVNC's Xvnc, which listens on loopback only, and noVNC served by
+     * websockify on the desktop's service port (boot.c starts them) */
+    { "desktop",
+      "xfce4-session,xfwm4,xfce4-panel,xfdesktop4,xfce4-terminal,dbus-x11,"
+      "tigervnc-standalone-server,tigervnc-tools,novnc,python3-websockify",
+      NULL },
 };
 
 int image_build_default(const char *data_dir, const char *name, const char *suite,
@@ -378,7 +385,8 @@ int image_build_recipe(const char *data_dir, const char *name, const char *recip
         }
     if (!extra)
         return sl_fail(err, SL_E_INVALID, "unknown_recipe",
-                       "image recipe '%s' is unknown to this node (base, jupyter, pytorch, venv)",
+                       "image recipe '%s' is unknown to this node (base, jupyter, pytorch, venv, "
+                       "desktop)",
                        recipe);
     if (!image_name_valid(name))
         return sl_fail(err, SL_E_INVALID, "invalid_image_name", "image name '%s' is not valid",

@@ -245,6 +245,8 @@ static int start_local(const struct node_host *host, const struct instance_spec 
                               .authorized_keys = spec->authorized_keys,
                               .jupyter_port = spec->jupyter_port,
                               .jupyter_token = spec->jupyter_token,
+                              .desktop_port = spec->desktop_port,
+                              .desktop_token = spec->desktop_token,
                               .autodl_paths = spec->autodl_paths };
     if (boot_write(boot, &bp, err) < 0)
         return -1;
@@ -264,6 +266,7 @@ static int start_local(const struct node_host *host, const struct instance_spec 
                              .etc_dir = etc,
                              .data_dir = has_data ? data_mount : NULL,
                              .public_dir = host->public_dir,
+                             .storage_dir = spec->storage_dir,
                              .cgroup_path = cgroup,
                              .lxcfs_dir = host->lxcfs_dir,
                              .lxcfs_own = host->lxcfs_own,

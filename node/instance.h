@@ -50,7 +50,10 @@ struct instance_spec {
     size_t n_gpus;
     unsigned jupyter_port; /* 0: none; see boot.h */
     const char *jupyter_token;
-    bool autodl_paths; /* links /root/autodl-tmp etc. (boot.h) */
+    unsigned desktop_port; /* 0: none; see boot.h */
+    const char *desktop_token;
+    bool autodl_paths;       /* links /root/autodl-tmp etc. (boot.h) */
+    const char *storage_dir; /* host path bound at /root/storage (storage.h); NULL: none */
 };
 
 /* DATA/instances/<id>; the caller frees it. */

@@ -6,6 +6,7 @@
 #include "public-data.h"
 #include "rootfs.h"
 #include "seccomp.h"
+#include "storage.h"
 #include "../lib/buf.h"
 #include "../lib/cleanup.h"
 #include "../lib/file.h"
@@ -109,6 +110,11 @@ static json_t *mounts(const struct oci_params *p)
     if (p->public_dir)
         json_array_append_new(m, mount_entry(PUBLIC_DATA_MOUNT, "bind", p->public_dir,
                                              "rbind,ro,nosuid,nodev,noexec"));
+    /* the renter's file storage: their directory only (storage.h); a plain
+     * bind, so nothing mounted below it on the host comes along */
+    if (p->storage_dir)
+        json_array_append_new(
+            m, mount_entry(STORAGE_MOUNT, "bind", p->storage_dir, "bind,nosuid,nodev"));
     /* free, top and /proc/meminfo show the instance's own limits (lxcfs.h);
      * read-only: a write to them reaches lxcfs, never the kernel */
     for (size_t i = 0; p->lxcfs_dir && i < lxcfs_files_count; i++) {

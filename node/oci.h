@@ -24,6 +24,8 @@ struct oci_params {
     const char *data_dir;    /* host path of the mounted data disk; NULL: none */
     const char *public_dir;  /* DATA/public (public-data.h), bound read-only, nosuid,
                                 nodev, noexec at /root/public; NULL: none */
+    const char *storage_dir; /* the renter's file storage (storage.h), bound read-write,
+                                nosuid, nodev at /root/storage; NULL: none */
     const char *cgroup_path; /* e.g. "/suanli/<id>" */
     const char *lxcfs_dir;   /* an lxcfs mount (lxcfs.h) whose files are bound over
                                 /proc's inside; NULL: the kernel's, the host's figures */

@@ -16,7 +16,7 @@ libsqlite3-dev libsodium-dev libyaml-dev libarchive-dev liblzma-dev libcrypt-dev
 node="runc containernetworking-plugins mmdebstrap iptables e2fsprogs iproute2 util-linux
 openssh-client rsync nginx nftables lxcfs"
 test="$build $node python3 python3-pytest python3-yaml clang libclang-rt-14-dev clang-format
-jq procps crun chromium"
+jq procps crun chromium python3-aiosmtpd"
 run="$build $node jq"
 bench="$build $node wrk python3 python3-pytest jq"
 case "$purpose" in

@@ -302,6 +302,29 @@ static json_t *host_offers(struct server *srv, const char *region, const struct 
     return rc < 0 ? NULL : json_incref(out);
 }
 
+json_t *api_market_offers(struct server *srv, const char *region, struct sl_error *err)
+{
+    const struct market_filter f = { .region = region, .cuda_major = -1, .cuda_minor = -1 };
+    cleanup_json json_t *regions = regions_json(srv->store, err);
+    cleanup_json json_t *out = json_array();
+    size_t i;
+    json_t *r;
+
+    if (!regions || (region && region_exists(srv->store, region, err) < 0))
+        return NULL;
+    json_array_foreach(json_object_get(regions, "items"), i, r)
+    {
+        const char *rid = json_string_value(json_object_get(r, "id"));
+        if (region && strcmp(region, rid) != 0)
+            continue;
+        cleanup_json json_t *hosts = host_offers(srv, rid, &f, err);
+        if (!hosts)
+            return NULL;
+        json_array_extend(out, hosts);
+    }
+    return json_incref(out);
+}
+
 /* The market: per region, every GPU model with its price there, and the
  * offers of its hosts (host_offers). Hosts and free GPUs join in when nodes
  * enroll; until then the counts are zero and the hosts none. */

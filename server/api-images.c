@@ -2,6 +2,7 @@
  * control plane records the wish, every node of the region builds it (the
  * recipe) and reports what it holds (DESIGN.md section 6). */
 #include "archive-check.h"
+#include "image-save.h"
 #include "routes.h"
 
 #include "../lib/cleanup.h"
@@ -14,25 +15,54 @@
 #include <inttypes.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char *const recipes[] = { "base", "jupyter", "pytorch", "venv", NULL };
+/* The recipes hosts build (node/image.c), each with the description an
+ * image built from it gets when the admin gives none: what `image ls` and
+ * the console's create page show renters. */
+static const struct {
+    const char *name, *description;
+} recipes[] = {
+    { "base", "Debian 12 with SSH, Python and the usual tools" },
+    { "jupyter", "Debian 12 with Jupyter Notebook on a service port" },
+    { "pytorch", "Debian 12 with Debian's PyTorch and torchvision (CPU)" },
+    { "venv", "Debian 12 with a project environment (/root/venv) and compilers" },
+    { "desktop", "Debian 12 with an Xfce desktop in the browser (noVNC on a service port)" },
+};
 
 static json_t *image_json(struct db_rows *rows, void *ctx)
 {
-    (void)ctx;
+    const char *caller = ctx;
     int64_t ready = db_int(rows, 9), building = db_int(rows, 10);
     const char *failure = db_null(rows, 12) ? NULL : db_text(rows, 12);
-    /* a failure shows only while no node has it and none is trying */
-    const char *state = ready ? "ready" : building ? "building" : failure ? "failed" : "pending";
-    return json_pack(
+    const char *save_state = db_text(rows, 14);
+    /* a failure shows only while no node has it and none is trying; a saved
+     * image's capture comes first (image-save.h) */
+    const char *state = strcmp(save_state, "saving") == 0   ? "saving"
+                        : strcmp(save_state, "failed") == 0 ? "failed"
+                        : ready                             ? "ready"
+                        : building                          ? "building"
+                        : failure                           ? "failed"
+                                                            : "pending";
+    if (strcmp(save_state, "failed") == 0)
+        failure = db_text(rows, 15);
+    json_t *j = json_pack(
         "{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:s, s:o}", "name", db_text(rows, 1),
         "kind", db_text(rows, 2), "description", db_text(rows, 3), "os", db_text(rows, 4), "python",
         db_text(rows, 5), "cuda", db_text(rows, 6), "framework", db_text(rows, 7), "size_bytes",
         (json_int_t)db_int(rows, 8), "nodes", (json_int_t)ready, "state", state, "message",
         strcmp(state, "failed") == 0 ? failure : "", "created_at", api_time(db_int(rows, 11)));
+    /* a saved image: what it was saved over, its own layer's bytes, and
+     * whether the caller owns it (only the owner deletes or shares it) */
+    json_object_set_new(j, "parent", json_string(db_text(rows, 13)));
+    json_object_set_new(j, "layer_bytes", json_integer((json_int_t)db_int(rows, 17)));
+    json_object_set_new(j, "owned",
+                        json_boolean(caller && *db_text(rows, 16) &&
+                                     strcmp(caller, db_text(rows, 16)) == 0 && *db_text(rows, 13)));
+    return j;
 }
 
 /* What the nodes report of each image: the first ready node's metadata, and
@@ -44,7 +74,8 @@ static json_t *image_json(struct db_rows *rows, void *ctx)
     " (SELECT COUNT(*) FROM node_images x WHERE x.name = i.name AND x.state = 'ready'),"           \
     " (SELECT COUNT(*) FROM node_images x WHERE x.name = i.name AND x.state = 'building'),"        \
     " i.created_at,"                                                                               \
-    " (SELECT x.message FROM node_images x WHERE x.name = i.name AND x.state = 'failed' LIMIT 1)"  \
+    " (SELECT x.message FROM node_images x WHERE x.name = i.name AND x.state = 'failed' LIMIT 1)," \
+    " i.parent, i.save_state, i.save_message, COALESCE(i.created_by, ''), i.layer_bytes"           \
     " FROM images i LEFT JOIN node_images r ON r.name = i.name AND r.node_id ="                    \
     " (SELECT y.node_id FROM node_images y WHERE y.name = i.name AND y.state = 'ready'"            \
     "  ORDER BY y.node_id LIMIT 1)"
@@ -61,14 +92,32 @@ int api_images_list(struct api_request *req, struct api_response *res, struct sl
         return -1;
     cleanup_rows struct db_rows *rows =
         store_query(req->srv->store,
-                    IMAGE_SELECT " WHERE i.seq > ?1 AND (?3 OR (EXISTS (SELECT 1 FROM node_images x"
+                    IMAGE_SELECT " WHERE i.seq > ?1 AND (?3 OR (i.parent != '' AND"
+                                 " i.created_by = ?4) OR (EXISTS (SELECT 1 FROM node_images x"
                                  " WHERE x.name = i.name AND x.state = 'ready')"
-                                 " AND (i.kind != 'private' OR i.created_by = ?4)))"
-                                 " ORDER BY i.seq LIMIT ?2",
+                                 " AND " IMAGE_VISIBLE("?4") "))"
+                                                             " ORDER BY i.seq LIMIT ?2",
                     DB_ARGS(DB_INT(after), DB_INT(limit), DB_INT(req->caller.admin),
                             DB_TEXT(req->caller.user_id)),
                     err);
-    return rows ? api_reply_rows(res, rows, image_json, NULL, limit, err) : -1;
+    return rows ? api_reply_rows(res, rows, image_json, (void *)req->caller.user_id, limit, err)
+                : -1;
+}
+
+int api_image_reply(struct api_request *req, struct api_response *res, int status, const char *name,
+                    struct sl_error *err)
+{
+    cleanup_rows struct db_rows *rows = store_query(
+        req->srv->store, IMAGE_SELECT " WHERE i.name = ?1", DB_ARGS(DB_TEXT(name)), err);
+    int rc;
+
+    if (!rows || (rc = db_next(rows, err)) < 0)
+        return -1;
+    if (rc == 0)
+        return sl_fail(err, SL_E_NOT_FOUND, "no_such_image",
+                       "no image '%s': list them with suanli image ls", name);
+    api_reply(res, status, image_json(rows, (void *)req->caller.user_id));
+    return 0;
 }
 
 /* Refuses a new image under a name that hosts still hold or are importing
@@ -127,14 +176,19 @@ int api_admin_images_create(struct api_request *req, struct api_response *res, s
     }
     if (!recipe)
         recipe = "base";
-    for (const char *const *r = recipes; *r; r++)
-        known |= strcmp(*r, recipe) == 0;
+    const char *recipe_description = "";
+    for (size_t i = 0; i < ARRAY_SIZE(recipes); i++)
+        if (strcmp(recipes[i].name, recipe) == 0) {
+            known = true;
+            recipe_description = recipes[i].description;
+        }
     if (!known)
         return sl_fail(err, SL_E_INVALID, "invalid_field",
                        "recipe '%s' is unknown: 'base' is Debian 12 with SSH, Python and the "
                        "usual tools; 'jupyter' is base plus Jupyter Notebook; 'pytorch' is base "
                        "plus Debian's PyTorch and torchvision; 'venv' is base plus a project "
-                       "environment (/root/venv) and what compiling extensions needs",
+                       "environment (/root/venv) and what compiling extensions needs; 'desktop' is "
+                       "base plus an Xfce desktop in the browser (noVNC)",
                        recipe);
     if (claim_name(req->srv, name, err) < 0)
         return -1;
@@ -142,8 +196,8 @@ int api_admin_images_create(struct api_request *req, struct api_response *res, s
                    "INSERT INTO images (name, kind, recipe, region_id, description, created_by,"
                    " created_at) VALUES (?1, 'base', ?2, ?3, ?4, ?5, ?6)",
                    DB_ARGS(DB_TEXT(name), DB_TEXT(recipe), DB_TEXT(region ? region : ""),
-                           DB_TEXT(description ? description : ""), DB_TEXT(req->caller.user_id),
-                           DB_INT(sl_time_now())),
+                           DB_TEXT(description && *description ? description : recipe_description),
+                           DB_TEXT(req->caller.user_id), DB_INT(sl_time_now())),
                    err) < 0) {
         if (err->kind == SL_E_CONFLICT)
             return sl_fail(err, SL_E_CONFLICT, "image_exists", "image '%s' exists already", name);
@@ -310,6 +364,25 @@ int api_nodes_upload_get(struct api_request *req, struct api_response *res, stru
     res->status = 200;
     res->file_fd = fd;
     res->file_size = (uint64_t)st.st_size;
+    /* "Range: bytes=N-": the rest of a download cut short (the agent
+     * resumes its .part file); any other range gets the whole file */
+    const char *range = api_header(req, "Range");
+    char *end;
+    if (range && strncmp(range, "bytes=", 6) == 0 && range[6] >= '0' && range[6] <= '9') {
+        unsigned long long from = strtoull(range + 6, &end, 10);
+        if (strcmp(end, "-") == 0 && from <= (unsigned long long)st.st_size) {
+            char value[96];
+            res->status = 206;
+            res->file_offset = from;
+            res->file_size = (uint64_t)st.st_size - from;
+            if (res->file_size)
+                snprintf(value, sizeof(value), "bytes %llu-%llu/%llu", from,
+                         (unsigned long long)st.st_size - 1, (unsigned long long)st.st_size);
+            else
+                snprintf(value, sizeof(value), "bytes */%llu", (unsigned long long)st.st_size);
+            api_add_header(res, "Content-Range", value);
+        }
+    }
     return 0;
 }
 
@@ -400,22 +473,39 @@ int api_admin_images_delete(struct api_request *req, struct api_response *res, s
                        "released",
                        name, in_use, db_text(one, 0));
     }
+    /* hosts that lack an image saved over it stack that one on this one */
+    int64_t children;
+    if (store_get_int(srv->store, "SELECT COUNT(*) FROM images WHERE parent = ?1",
+                      DB_ARGS(DB_TEXT(name)), &children, err) < 0)
+        return -1;
+    if (children)
+        return sl_fail(err, SL_E_CONFLICT, "image_in_use",
+                       "%" PRId64 " saved image(s) were saved over image '%s': their hosts "
+                       "need it; delete it once they are deleted",
+                       children, name);
     if (store_exec(srv->store, "DELETE FROM images WHERE name = ?1", DB_ARGS(DB_TEXT(name)), err) <
             0 ||
+        store_exec(srv->store, "DELETE FROM image_shares WHERE image = ?1", DB_ARGS(DB_TEXT(name)),
+                   err) < 0 ||
         store_exec(srv->store,
                    "UPDATE nodes SET desired_revision = desired_revision + 1"
                    " WHERE removed_at IS NULL",
                    DB_NO_ARGS, err) < 0)
         return -1;
     int64_t shared = 0;
-    if (strncmp(recipe, "upload:", 7) == 0 &&
-        store_get_int(srv->store, "SELECT COUNT(*) FROM images WHERE recipe = ?1",
-                      DB_ARGS(DB_TEXT(recipe)), &shared, err) < 0)
+    /* an admin's upload, or a saved image's layer (image-save.h) */
+    const char *sha = strncmp(recipe, "upload:", 7) == 0  ? recipe + 7
+                      : strncmp(recipe, "layer:", 6) == 0 ? recipe + 6
+                                                          : NULL;
+    cleanup_free char *as_upload = sha ? xasprintf("upload:%s", sha) : NULL;
+    cleanup_free char *as_layer = sha ? xasprintf("layer:%s", sha) : NULL;
+    if (sha && store_get_int(srv->store, "SELECT COUNT(*) FROM images WHERE recipe IN (?1, ?2)",
+                             DB_ARGS(DB_TEXT(as_upload), DB_TEXT(as_layer)), &shared, err) < 0)
         return -1;
-    if (strncmp(recipe, "upload:", 7) == 0 && !shared && is_hex64(recipe + 7)) {
+    if (sha && !shared && is_hex64(sha)) {
         /* after the commit would be exact; a failed commit leaves an image
          * whose hosts that lack it fail to fetch it, which says so */
-        cleanup_free char *kept = xasprintf("%s/uploads/%s.archive", srv->cfg.data_dir, recipe + 7);
+        cleanup_free char *kept = xasprintf("%s/uploads/%s.archive", srv->cfg.data_dir, sha);
         if (unlink(kept) < 0 && errno != ENOENT)
             log_warn("delete image '%s': unable to remove '%s': %s", name, kept, strerror(errno));
     }

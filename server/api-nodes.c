@@ -6,6 +6,7 @@
 #include "nodes.h"
 #include "routes.h"
 #include "stops.h"
+#include "storage.h"
 #include "terminal.h"
 
 #include "../lib/cleanup.h"
@@ -245,6 +246,8 @@ int api_nodes_heartbeat(struct api_request *req, struct api_response *res, struc
         { "images", SL_JSON_ARRAY, .max_len = 1024 },
         /* the public datasets it holds (datasets.h) */
         { "datasets", SL_JSON_ARRAY, .max_len = 1024 },
+        /* the use of the file storage directories it mounts (storage.h) */
+        { "storage", SL_JSON_ARRAY, .max_len = 4096 },
         /* where the node serves disk copies (clones.h); 0: it does not */
         { "transfer_port", SL_JSON_INT, .min = 0, .max = 65535, .out = &transfer_port },
         /* whether it serves the browser's terminal (terminal.h) */
@@ -274,6 +277,10 @@ int api_nodes_heartbeat(struct api_request *req, struct api_response *res, struc
         return -1;
     json_t *datasets = json_object_get(req->json, "datasets");
     if (datasets && datasets_apply_report(req->srv->store, req->params[0], datasets, err) < 0)
+        return -1;
+    json_t *storage = json_object_get(req->json, "storage");
+    if ((storage && storage_apply_report(req->srv->store, req->params[0], storage, err) < 0) ||
+        storage_node_dirs_ensure(req->srv->store, req->params[0], err) < 0)
         return -1;
     if (store_get_int(req->srv->store, "SELECT desired_revision FROM nodes WHERE id = ?1",
                       DB_ARGS(DB_TEXT(req->params[0])), &desired, err) < 0)

@@ -59,8 +59,9 @@ int api_instances_ports_list(struct api_request *req, struct api_response *res,
     if (not_released(req, err) < 0 || ports_instance_json(req->srv, inst, err) < 0)
         return -1;
     api_reply(res, 200,
-              json_pack("{s:O, s:O}", "items", json_object_get(inst, "services"), "jupyter",
-                        json_object_get(inst, "jupyter")));
+              json_pack("{s:O, s:O, s:O}", "items", json_object_get(inst, "services"), "jupyter",
+                        json_object_get(inst, "jupyter"), "desktop",
+                        json_object_get(inst, "desktop")));
     return 0;
 }
 

@@ -97,6 +97,7 @@ struct api_response {
     struct sl_buf headers; /* "Name: value\r\n" lines */
     int file_fd;           /* >= 0: send this file (file_size bytes) as the body; owned */
     uint64_t file_size;
+    uint64_t file_offset; /* where in file_fd the body starts (a Range answer) */
     /* Set by a handler of a request that may_wait: instead of answering,
      * the transport waits until node_id's desired revision passes after,
      * or `seconds` pass, then runs the request again without may_wait

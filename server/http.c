@@ -167,7 +167,7 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct api_res
 
     if (res->file_fd >= 0) {
         /* MHD owns the descriptor from here and closes it */
-        r = MHD_create_response_from_fd64(res->file_size, res->file_fd);
+        r = MHD_create_response_from_fd_at_offset64(res->file_size, res->file_fd, res->file_offset);
         res->file_fd = -1;
         ctype = "application/octet-stream";
     } else {
@@ -222,15 +222,27 @@ static enum MHD_Result start_upload(struct http_server *h, struct MHD_Connection
     };
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
 
-    if (auth_authenticate(&req, &err) < 0 || !req.caller.authenticated)
+    bool node_route = route->flags & API_NODE;
+    if (auth_authenticate(&req, &err) < 0 ||
+        (!req.caller.authenticated && !(node_route && req.caller.node_id[0])))
         return send_error(conn, 401, err.code[0] ? err.code : "unauthenticated",
                           "log in first: send 'Authorization: Bearer TOKEN' (suanli login)");
     if (req.caller.via_cookie)
         return send_error(conn, 403, "origin_not_allowed",
                           "upload with 'Authorization: Bearer TOKEN' (suanli admin image import), "
                           "not the session cookie");
-    if (!req.caller.admin)
+    if (node_route) {
+        /* a node agent's upload (a saved image's layer): to its own path
+         * only; the handler checks the rest */
+        if (!req.caller.node_id[0]) /* a renter's token is no node's, as elsewhere */
+            return send_error(conn, 401, "unauthenticated",
+                              "this route is a node agent's: its own node token only");
+        cleanup_free char *own = xasprintf("/v1/nodes/%s/", req.caller.node_id);
+        if (strncmp(url, own, strlen(own)) != 0)
+            return send_error(conn, 404, "not_found", "no such route");
+    } else if (!req.caller.admin) {
         return send_error(conn, 404, "not_found", "no such route");
+    }
     if (cl && strtoull(cl, NULL, 10) > (uint64_t)h->srv->cfg.max_upload_bytes) {
         cs->too_large = true;
         return send_error(conn, 413, "body_too_large",

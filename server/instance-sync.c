@@ -8,11 +8,13 @@
 #include "billing.h"
 #include "clones.h"
 #include "datasets.h"
+#include "image-save.h"
 #include "migrations.h"
 #include "instance-states.h"
 #include "instance-view.h"
 #include "instances.h"
 #include "ports.h"
+#include "storage.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -111,7 +113,7 @@ json_t *instances_desired(struct server *srv, const char *node_id, struct sl_err
         return NULL;
     cleanup_rows struct db_rows *images = store_query(
         st,
-        "SELECT i.name, i.recipe FROM images i JOIN nodes n ON n.id = ?1"
+        "SELECT i.name, i.recipe, i.parent FROM images i JOIN nodes n ON n.id = ?1"
         " WHERE i.recipe != '' AND (i.region_id = '' OR i.region_id = n.region_id) ORDER BY i.name",
         DB_ARGS(DB_TEXT(node_id)), err);
     if (!images)
@@ -122,6 +124,10 @@ json_t *instances_desired(struct server *srv, const char *node_id, struct sl_err
         if (strncmp(recipe, "upload:", 7) == 0)
             json_array_append_new(wanted, json_pack("{s:s, s:s, s:s}", "name", db_text(images, 0),
                                                     "recipe", "upload", "sha256", recipe + 7));
+        else if (strncmp(recipe, "layer:", 6) == 0) /* a saved image (image-save.h) */
+            json_array_append_new(wanted, json_pack("{s:s, s:s, s:s, s:s}", "name",
+                                                    db_text(images, 0), "recipe", "layer", "sha256",
+                                                    recipe + 6, "parent", db_text(images, 2)));
         else
             json_array_append_new(
                 wanted, json_pack("{s:s, s:s}", "name", db_text(images, 0), "recipe", recipe));
@@ -131,8 +137,17 @@ json_t *instances_desired(struct server *srv, const char *node_id, struct sl_err
     cleanup_json json_t *datasets = datasets_desired(st, node_id, err);
     if (!datasets)
         return NULL;
-    return json_pack("{s:I, s:O, s:O, s:O, s:O}", "revision", (json_int_t)revision, "instances",
-                     items, "images", wanted, "exports", exports, "datasets", datasets);
+    /* file storage: the region's backend, each instance's directory */
+    cleanup_json json_t *storage = storage_desired(st, node_id, items, err);
+    if (!storage)
+        return NULL;
+    /* saved images to capture here (image-save.h) */
+    cleanup_json json_t *saves = image_saves_desired(srv, node_id, err);
+    if (!saves)
+        return NULL;
+    return json_pack("{s:I, s:O, s:O, s:O, s:O, s:O, s:O}", "revision", (json_int_t)revision,
+                     "instances", items, "images", wanted, "exports", exports, "datasets", datasets,
+                     "storage", storage, "saves", saves);
 }
 
 /* At most this many `oom` events per report: a loop that keeps running out

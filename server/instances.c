@@ -8,6 +8,7 @@
 #include "../lib/timefmt.h"
 #include "billing.h"
 #include "clones.h"
+#include "image-save.h"
 #include "migrations.h"
 #include "nodes.h"
 
@@ -167,7 +168,8 @@ int instance_start(struct server *srv, const char *id, const char *mode, struct 
         return rc;
     /* a source being copied, a clone whose copy failed (clones.h) */
     if (clones_verb_check(srv, id, VERB_START, err) < 0 ||
-        migrations_verb_check(srv, id, VERB_START, err) < 0)
+        migrations_verb_check(srv, id, VERB_START, err) < 0 ||
+        image_save_verb_check(srv, id, VERB_START, err) < 0)
         return -1;
     if (billing_plan_active(st, id, &prepaid, err) < 0 ||
         sched_check_start(srv, r.user_id, r.model_id, r.gpus, r.region, nogpu, prepaid, err) < 0 ||
@@ -209,7 +211,8 @@ int instance_restart(struct server *srv, const char *id, struct sl_error *err)
     if (rc <= 0)
         return rc;
     /* a new generation of the same container: the node stops and starts it */
-    if (store_exec(st, "UPDATE instances SET generation = generation + 1 WHERE id = ?1",
+    if (image_save_verb_check(srv, id, VERB_RESTART, err) < 0 ||
+        store_exec(st, "UPDATE instances SET generation = generation + 1 WHERE id = ?1",
                    DB_ARGS(DB_TEXT(id)), err) < 0 ||
         verb_set_state(st, id, VERB_RESTART, NULL, err) < 0 ||
         instance_event(st, id, "restart", "starting", "user", NULL, err) < 0)
@@ -227,7 +230,8 @@ int instance_release(struct server *srv, const char *id, const char *reason, str
         return rc;
     /* not a source being copied; a clone still copying ends its copy */
     if (clones_verb_check(srv, id, VERB_RELEASE, err) < 0 ||
-        migrations_verb_check(srv, id, VERB_RELEASE, err) < 0)
+        migrations_verb_check(srv, id, VERB_RELEASE, err) < 0 ||
+        image_save_verb_check(srv, id, VERB_RELEASE, err) < 0)
         return -1;
     /* the unused part of a plan comes back; nothing is billed after this */
     if (billing_plan_end(srv, id, reason, err) < 0 || billing_close(srv, id, true, err) < 0 ||

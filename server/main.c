@@ -1,6 +1,7 @@
 /* suanlid: the control plane. */
 #include "api.h"
 #include "billing.h"
+#include "notify.h"
 #include "bootstrap.h"
 #include "catalog.h"
 #include "front.h"
@@ -20,6 +21,7 @@
 #include "../lib/xalloc.h"
 #include "../lib/timeconst.h"
 
+#include <curl/curl.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -108,6 +110,20 @@ static void fleet(struct server *srv)
 
     if (nodes_watch(srv, &lost, &err) < 0)
         log_warn("nodes: %s", err.message);
+}
+
+/* Notifications (notify.h): events become deliveries, which are sent. */
+static void notify(struct server *srv)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    struct notify_stats stats;
+
+    if (notify_run(srv, &stats, &err) < 0)
+        log_warn("notify: %s", err.message);
+    else if (stats.sent || stats.failed || stats.retried)
+        log_info("notify: %" PRId64 " events, %" PRId64 " queued, %" PRId64 " sent, %" PRId64
+                 " failed, %" PRId64 " to retry",
+                 stats.events, stats.queued, stats.sent, stats.failed, stats.retried);
 }
 
 /* A background job: run every *interval seconds (on a steady beat: a slow
@@ -327,6 +343,8 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    /* before any thread: the notifier's webhooks and email (notify.h) */
+    curl_global_init(CURL_GLOBAL_DEFAULT);
     struct http_server *http = http_start(&srv, srv.cfg.listen, &err);
     if (!http)
         die("http", &err);
@@ -336,6 +354,7 @@ int main(int argc, char **argv)
         { billing, &srv.cfg.settle_interval, &srv, 0 },
         { stops, &srv.cfg.stop_check_interval, &srv, 0 },
         { fleet, &srv.cfg.stop_check_interval, &srv, 0 },
+        { notify, &srv.cfg.notify_interval, &srv, 0 },
     };
     for (size_t i = 0; i < ARRAY_SIZE(jobs); i++)
         pthread_create(&jobs[i].thread, NULL, periodic_loop, &jobs[i]);
@@ -346,6 +365,7 @@ int main(int argc, char **argv)
     sigwait(&sigs, &sig);
     log_info("suanlid: %s received, stopping", strsignal(sig));
     http_stop(http);
+    notify_stop(); /* a slow webhook holds up the stop by one request at most */
     pthread_mutex_lock(&stop_lock);
     stopping = true;
     pthread_cond_broadcast(&stop_cond);

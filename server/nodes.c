@@ -469,7 +469,8 @@ int nodes_apply_images(struct server *srv, const char *node_id, json_t *images,
         if (source &&
             store_get_int(st,
                           "SELECT COUNT(*) FROM images WHERE name = ?1 AND ?2 !="
-                          " CASE WHEN recipe LIKE 'upload:%' THEN recipe ELSE 'recipe:' || recipe"
+                          " CASE WHEN recipe LIKE 'upload:%' OR recipe LIKE 'layer:%' THEN recipe"
+                          " ELSE 'recipe:' || recipe"
                           " END",
                           DB_ARGS(DB_TEXT(name), DB_TEXT(source)), &stale, err) < 0)
             return -1;

@@ -150,12 +150,45 @@ const struct sl_option server_options[] = {
         "(0: services.proxy_port)"),
     OPT("services.jupyter_port", SL_OPT_INT, "8888", 1, 65535, services_jupyter_port,
         "the port Jupyter listens on inside instances of an image that has it"),
+    OPT("services.desktop_port", SL_OPT_INT, "6080", 1, 65535, services_desktop_port,
+        "the port the desktop's web page (noVNC) listens on inside instances of a desktop "
+        "image"),
     OPT("console.dir", SL_OPT_STRING, NULL, 0, 0, console_dir,
         "directory of the built web console, served at / (make console builds it); default: "
         "console/ beside the suanlid binary"),
     OPT("events.max_streams_per_user", SL_OPT_INT, "8", 1, 1000, events_max_streams_per_user,
         "event streams (GET /v1/events/stream: the console's live updates) one user may hold "
         "open at once; the next gets 429"),
+    OPT("notify.interval", SL_OPT_DURATION, "2s", 1, SL_SEC_PER_HOUR, notify_interval,
+        "how often new events are turned into notifications and due deliveries are sent"),
+    OPT("notify.digest_window", SL_OPT_DURATION, "1h", 1, DAY, notify_digest_window,
+        "at most one message per event kind and instance in this long; the ones held back are "
+        "counted into the next"),
+    OPT("notify.webhook_allow_private", SL_OPT_BOOL, "false", 0, 0, notify_webhook_allow_private,
+        "let webhooks reach loopback, private (RFC 1918, ULA), link-local and other non-public "
+        "addresses: for a lab only, never where renters are strangers"),
+    OPT("notify.timeout", SL_OPT_DURATION, "10s", 1, 120, notify_timeout,
+        "longest one webhook POST or one email may take"),
+    OPT("notify.attempts", SL_OPT_INT, "6", 1, 20, notify_attempts,
+        "tries of one delivery before it is marked failed"),
+    OPT("notify.retry_base", SL_OPT_DURATION, "30s", 1, SL_SEC_PER_HOUR, notify_retry_base,
+        "wait before the second try of a delivery; doubled for each further one (at most an "
+        "hour)"),
+    OPT("notify.smtp_url", SL_OPT_STRING, NULL, 0, 0, notify_smtp_url,
+        "the mail relay, smtp://HOST:PORT or smtps://HOST:PORT; unset: renters cannot add "
+        "email channels"),
+    OPT("notify.smtp_from", SL_OPT_STRING, "suanli@localhost", 0, 0, notify_smtp_from,
+        "the sender address of notification emails"),
+    OPT("notify.smtp_username", SL_OPT_STRING, NULL, 0, 0, notify_smtp_username,
+        "user name at the mail relay, if it asks for one"),
+    OPT("notify.smtp_password", SL_OPT_STRING, NULL, 0, 0, notify_smtp_password,
+        "password at the mail relay"),
+    OPT("notify.max_channels", SL_OPT_INT, "10", 1, 1000, notify_max_channels,
+        "notification channels one renter may have"),
+    OPT("notify.manual_per_hour", SL_OPT_INT, "10", 1, 10000, notify_manual_per_hour,
+        "confirmation codes and test messages one renter may have sent in an hour"),
+    OPT("notify.keep", SL_OPT_DURATION, "30d", SL_SEC_PER_HOUR, 3650 * DAY, notify_keep,
+        "how long the delivery log is kept"),
 };
 
 const size_t server_options_count = sizeof(server_options) / sizeof(server_options[0]);

@@ -86,6 +86,10 @@ int ports_check_config(const struct server_config *cfg, struct sl_error *err)
         sl_error_prefix(err, "option 'services.jupyter_port'");
         return -1;
     }
+    if (ports_check(cfg->services_desktop_port, err) < 0) {
+        sl_error_prefix(err, "option 'services.desktop_port'");
+        return -1;
+    }
     return 0;
 }
 
@@ -261,7 +265,7 @@ int ports_seal_stored(struct server *srv, struct sl_error *err)
 int ports_create_defaults(struct server *srv, const char *id, const char *image,
                           struct sl_error *err)
 {
-    int64_t ports[PORTS_MAX], jupyter;
+    int64_t ports[PORTS_MAX];
     size_t n;
 
     if (ports_parse_list(srv->cfg.services_ports, ports, PORTS_MAX, &n, err) < 0)
@@ -269,18 +273,29 @@ int ports_create_defaults(struct server *srv, const char *id, const char *image,
     for (size_t i = 0; i < n; i++)
         if (ports_insert(srv, id, ports[i], false, "", err) < 0)
             return -1;
-    if (store_get_int(srv->store,
-                      "SELECT COUNT(*) FROM images WHERE name = ?1 AND recipe = '" PORTS_RECIPE_APP
-                      "'",
-                      DB_ARGS(DB_TEXT(image)), &jupyter, err) < 0)
-        return -1;
-    if (!jupyter)
-        return 0;
-    /* Jupyter's port is the image's: it replaces a default port of that number */
-    if (store_exec(srv->store, "DELETE FROM instance_ports WHERE instance_id = ?1 AND port = ?2",
-                   DB_ARGS(DB_TEXT(id), DB_INT(srv->cfg.services_jupyter_port)), err) < 0)
-        return -1;
-    return ports_insert(srv, id, srv->cfg.services_jupyter_port, false, PORTS_RECIPE_APP, err);
+    /* the recipes whose image serves an app on a port of its own */
+    const struct {
+        const char *recipe;
+        int64_t port;
+    } apps[] = {
+        { PORTS_RECIPE_APP, srv->cfg.services_jupyter_port },
+        { PORTS_DESKTOP_APP, srv->cfg.services_desktop_port },
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(apps); i++) {
+        int64_t found;
+        if (store_get_int(srv->store, "SELECT COUNT(*) FROM images WHERE name = ?1 AND recipe = ?2",
+                          DB_ARGS(DB_TEXT(image), DB_TEXT(apps[i].recipe)), &found, err) < 0)
+            return -1;
+        if (!found)
+            continue;
+        /* the app's port is the image's: it replaces a default port of that number */
+        if (store_exec(srv->store,
+                       "DELETE FROM instance_ports WHERE instance_id = ?1 AND port = ?2",
+                       DB_ARGS(DB_TEXT(id), DB_INT(apps[i].port)), err) < 0 ||
+            ports_insert(srv, id, apps[i].port, false, apps[i].recipe, err) < 0)
+            return -1;
+    }
+    return 0;
 }
 
 static json_t *service_json(struct server *srv, const char *id, struct db_rows *rows,
@@ -304,6 +319,7 @@ int ports_instance_json(struct server *srv, json_t *inst, struct sl_error *err)
                     DB_ARGS(DB_TEXT(id)), err);
     cleanup_json json_t *services = json_array();
     cleanup_json json_t *jupyter = json_null();
+    cleanup_json json_t *desktop = json_null();
     int rc;
 
     if (!rows)
@@ -325,11 +341,27 @@ int ports_instance_json(struct server *srv, json_t *inst, struct sl_error *err)
             json_decref(jupyter);
             jupyter = json_pack("{s:I, s:s}", "port", (json_int_t)port, "url", link);
         }
+        if (strcmp(db_text(rows, 3), PORTS_DESKTOP_APP) == 0 && json_is_null(desktop)) {
+            cleanup_free char *app_token =
+                unseal(srv, "app_token", id, port, db_text(rows, 4), err);
+            if (!app_token)
+                return -1;
+            /* noVNC connects at once; the VNC password (the app token's
+             * first 8 digits, boot.h) rides in the fragment, which the
+             * browser never sends: noVNC reads it from there */
+            cleanup_free char *url = ports_url(&srv->cfg, id, port);
+            cleanup_free char *link =
+                xasprintf("%svnc.html?autoconnect=1&resize=remote&" PORTS_QUERY "=%s#password=%.8s",
+                          url, token, app_token);
+            json_decref(desktop);
+            desktop = json_pack("{s:I, s:s}", "port", (json_int_t)port, "url", link);
+        }
     }
     if (rc < 0)
         return -1;
     json_object_set_new(inst, "services", TAKE_PTR(services));
     json_object_set_new(inst, "jupyter", TAKE_PTR(jupyter));
+    json_object_set_new(inst, "desktop", TAKE_PTR(desktop));
     return 0;
 }
 

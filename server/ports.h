@@ -22,6 +22,7 @@
 #define PORTS_QUERY          "suanli_token"
 #define PORTS_SSH            22 /* reserved: sshd, reached through its own mapped port */
 #define PORTS_RECIPE_APP     "jupyter"
+#define PORTS_DESKTOP_APP    "desktop" /* the desktop recipe's noVNC page */
 
 /* A port a renter may publish: 1..65535 and not 22 (SL_E_INVALID, codes
  * "invalid_port" and "reserved_port"). */
@@ -99,12 +100,14 @@ bool ports_authorization_is_suanli(const char *value);
 
 /* Records the ports of a new instance, in the placement's transaction: the
  * services.ports list and, for an image built from the jupyter recipe,
- * Jupyter's port with its own token. */
+ * Jupyter's port with its own token; from the desktop recipe, the desktop's
+ * (noVNC's) port with its own token, whose first 8 digits are the VNC
+ * password. */
 int ports_create_defaults(struct server *srv, const char *id, const char *image,
                           struct sl_error *err);
 
-/* Publishes port of instance id with a new access token (app: "" or
- * "jupyter", which gets a token of its own), both stored sealed
+/* Publishes port of instance id with a new access token (app: "",
+ * "jupyter" or "desktop", which get a token of their own), both stored sealed
  * (secrets.h); a port already there stays as it is. */
 int ports_insert(struct server *srv, const char *id, int64_t port, bool public, const char *app,
                  struct sl_error *err);
@@ -113,9 +116,9 @@ int ports_insert(struct server *srv, const char *id, int64_t port, bool public, 
  * sealed, in one transaction, and logs how many; run at start-up. */
 int ports_seal_stored(struct server *srv, struct sl_error *err);
 
-/* Adds "services" ([{port, public, app, url, access_url}]) and "jupyter"
- * ({port, url} or null) to an instance's JSON (its owner's view: the links
- * carry the tokens). */
+/* Adds "services" ([{port, public, app, url, access_url}]), "jupyter" and
+ * "desktop" ({port, url} or null) to an instance's JSON (its owner's view:
+ * the links carry the tokens). */
 int ports_instance_json(struct server *srv, json_t *inst, struct sl_error *err);
 
 /* Adds "ports" ([{port, app?, app_token?}]) to every item of a node's

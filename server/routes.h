@@ -22,6 +22,16 @@ HANDLER(api_tokens_delete);
 HANDLER(api_ssh_keys_list);
 HANDLER(api_ssh_keys_create);
 HANDLER(api_ssh_keys_delete);
+/* api-notify.c */
+HANDLER(api_notify_channels_list);
+HANDLER(api_notify_channels_create);
+int api_notify_channels_create_prepare(struct api_request *req, struct sl_error *err);
+HANDLER(api_notify_channels_delete);
+HANDLER(api_notify_channels_confirm);
+HANDLER(api_notify_channels_test);
+HANDLER(api_notify_kinds_list);
+HANDLER(api_notify_kinds_set);
+HANDLER(api_notify_log);
 /* api-verification.c */
 HANDLER(api_verification_submit);
 HANDLER(api_verification_get);
@@ -46,6 +56,9 @@ HANDLER(api_payment_webhook);
 HANDLER(api_regions);
 HANDLER(api_gpu_models);
 HANDLER(api_market);
+/* The host offers of every region (of region when not NULL), one list, as
+ * GET /v1/market lists them unfiltered. A new reference, or NULL with err. */
+json_t *api_market_offers(struct server *srv, const char *region, struct sl_error *err);
 HANDLER(api_admin_regions_list);
 HANDLER(api_admin_regions_create);
 HANDLER(api_admin_gpu_models_list);
@@ -53,6 +66,8 @@ HANDLER(api_admin_gpu_models_create);
 HANDLER(api_admin_gpu_models_update);
 HANDLER(api_admin_prices_list);
 HANDLER(api_admin_prices_create);
+/* api-estimate.c */
+HANDLER(api_estimate);
 /* api-nodes.c */
 HANDLER(api_admin_join_tokens_create);
 HANDLER(api_admin_join_tokens_list);
@@ -101,6 +116,9 @@ HANDLER(api_admin_datasets_list);
 HANDLER(api_admin_datasets_create);
 HANDLER(api_admin_datasets_upload);
 HANDLER(api_admin_datasets_delete);
+HANDLER(api_storage_list);
+HANDLER(api_admin_storage_list);
+HANDLER(api_admin_storage_set);
 int api_admin_datasets_upload_prepare(struct api_request *req, struct sl_error *err);
 /* api-images.c */
 HANDLER(api_images_list);
@@ -110,6 +128,14 @@ HANDLER(api_admin_images_upload);
 HANDLER(api_admin_images_delete);
 int api_admin_images_upload_prepare(struct api_request *req, struct sl_error *err);
 HANDLER(api_nodes_upload_get);
+/* image-save.c */
+HANDLER(api_instances_image_save);
+HANDLER(api_images_get);
+HANDLER(api_images_delete);
+HANDLER(api_images_share);
+HANDLER(api_images_unshare);
+HANDLER(api_nodes_save_layer);
+HANDLER(api_nodes_save_failure);
 /* event-stream.c */
 HANDLER(api_events_stream);
 /* api-health.c */

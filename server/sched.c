@@ -15,6 +15,7 @@
 #include "ledger.h"
 #include "nodes.h"
 #include "ports.h"
+#include "storage.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -301,7 +302,8 @@ static int check_image(struct store *st, const struct instance_request *rq, stru
     cleanup_rows struct db_rows *rows = store_query(
         st,
         "SELECT (SELECT role FROM users WHERE id = ?2) = 'admin',"
-        " i.kind = 'private' AND COALESCE(i.created_by, '') != ?2,"
+        " i.kind = 'private' AND COALESCE(i.created_by, '') != ?2 AND NOT EXISTS"
+        " (SELECT 1 FROM image_shares s WHERE s.image = i.name AND s.user_id = ?2),"
         " EXISTS (SELECT 1 FROM node_images x WHERE x.name = i.name AND x.state = 'ready'),"
         " EXISTS (SELECT 1 FROM node_images x WHERE x.name = i.name AND x.state = 'building'),"
         " EXISTS (SELECT 1 FROM node_images x WHERE x.name = i.name AND x.state = 'failed')"
@@ -730,6 +732,7 @@ int sched_place(struct server *srv, const struct instance_request *rq, char *id,
                    err) < 0 ||
         instance_event(st, id, "create", "creating", "user", NULL, err) < 0 ||
         billing_open_storage(srv, id, err) < 0 ||
+        storage_dir_ensure(st, rq->user_id, region, err) < 0 ||
         ports_create_defaults(srv, id, rq->image, err) < 0 ||
         (prepaid && billing_plan_set(srv, id, plan, rq->auto_renew, err) < 0) ||
         instances_node_changed(st, node_id, err) < 0)

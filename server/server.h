@@ -68,8 +68,23 @@ struct server_config {
     int64_t services_proxy_port;
     int64_t services_node_proxy_port; /* the hosts' proxies, behind a front door; 0: the same */
     int64_t services_jupyter_port;
+    int64_t services_desktop_port;
     char *console_dir;                   /* the web console's built files (console.h) */
     int64_t events_max_streams_per_user; /* GET /v1/events/stream (event-stream.h) */
+    /* notifications (notify.h) */
+    int64_t notify_interval;
+    int64_t notify_digest_window;
+    bool notify_webhook_allow_private;
+    int64_t notify_timeout;
+    int64_t notify_attempts;
+    int64_t notify_retry_base;
+    char *notify_smtp_url; /* NULL: email channels are refused */
+    char *notify_smtp_from;
+    char *notify_smtp_username;
+    char *notify_smtp_password;
+    int64_t notify_max_channels;
+    int64_t notify_manual_per_hour;
+    int64_t notify_keep;
 };
 
 extern const struct sl_option server_options[];

@@ -694,6 +694,89 @@ const char *const sqlite_migrations[] = {
     /* 13: saved images and file storage (issue 14) */
     /* whether any host holds an image ready, asked at every placement
      * (sched.c, check_image): an index, not a scan of every host's row */
-    "CREATE INDEX node_images_name_state ON node_images(name, state);",
+    "CREATE INDEX node_images_name_state ON node_images(name, state);"
+    /* file storage: each region's backend (none: local, the default
+     * quota), and one directory per renter and region, named by its
+     * number, never by anything the renter chose; nodes report its use */
+    "CREATE TABLE storage_backends ("
+    "  region_id TEXT PRIMARY KEY REFERENCES regions(id),"
+    "  kind TEXT NOT NULL CHECK (kind IN ('local', 'mount', 'glusterfs')),"
+    "  spec TEXT NOT NULL DEFAULT '',"
+    "  quota_gib INTEGER NOT NULL CHECK (quota_gib > 0),"
+    "  updated_at INTEGER NOT NULL);"
+    "CREATE TABLE storage_dirs ("
+    "  number INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  user_id TEXT NOT NULL REFERENCES users(id),"
+    "  region_id TEXT NOT NULL,"
+    "  used_bytes INTEGER NOT NULL DEFAULT 0,"
+    "  size_bytes INTEGER NOT NULL DEFAULT 0,"
+    "  used_at INTEGER,"
+    "  created_at INTEGER NOT NULL,"
+    "  UNIQUE (user_id, region_id));"
+    /* saved images (api-images.c): the image it was saved over, the
+     * instance it is saved from while the host captures it, the capture's
+     * state ('saving', 'failed', '' once uploaded) and the new layer's bytes */
+    "ALTER TABLE images ADD COLUMN parent TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE images ADD COLUMN source_instance TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE images ADD COLUMN save_state TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE images ADD COLUMN save_message TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE images ADD COLUMN layer_bytes INTEGER NOT NULL DEFAULT 0;"
+    "CREATE TABLE image_shares ("
+    "  image TEXT NOT NULL,"
+    "  user_id TEXT NOT NULL,"
+    "  PRIMARY KEY (image, user_id));"
+    /* notifications (notify.h): a renter's channels (a webhook's secret
+     * sealed, an email's confirmation code hashed), the kinds they turned
+     * off, the events table's position already fanned out (starting at
+     * the newest event: history is never sent), the digest per instance
+     * and kind, and the deliveries, which are also the log */
+    "CREATE TABLE notify_channels ("
+    "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  id TEXT NOT NULL UNIQUE,"
+    "  user_id TEXT NOT NULL REFERENCES users(id),"
+    "  kind TEXT NOT NULL CHECK (kind IN ('webhook', 'email')),"
+    "  target TEXT NOT NULL,"
+    "  secret TEXT NOT NULL DEFAULT '',"
+    "  confirm_hash TEXT NOT NULL DEFAULT '',"
+    "  confirm_tries INTEGER NOT NULL DEFAULT 0,"
+    "  confirmed INTEGER NOT NULL DEFAULT 0,"
+    "  created_at INTEGER NOT NULL);"
+    "CREATE INDEX notify_channels_user ON notify_channels(user_id, seq);"
+    "CREATE TABLE notify_optouts ("
+    "  user_id TEXT NOT NULL,"
+    "  kind TEXT NOT NULL,"
+    "  PRIMARY KEY (user_id, kind));"
+    "CREATE TABLE notify_cursor ("
+    "  id INTEGER PRIMARY KEY CHECK (id = 1),"
+    "  event_seq INTEGER NOT NULL);"
+    "INSERT INTO notify_cursor (id, event_seq) SELECT 1, COALESCE(MAX(seq), 0) FROM events;"
+    "CREATE TABLE notify_digests ("
+    "  user_id TEXT NOT NULL,"
+    "  instance_id TEXT NOT NULL,"
+    "  kind TEXT NOT NULL,"
+    "  sent_at INTEGER NOT NULL,"
+    "  held INTEGER NOT NULL DEFAULT 0,"
+    "  PRIMARY KEY (user_id, instance_id, kind));"
+    "CREATE TABLE notify_deliveries ("
+    "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  id TEXT NOT NULL UNIQUE,"
+    "  user_id TEXT NOT NULL,"
+    "  channel_id TEXT NOT NULL,"
+    "  event_seq INTEGER NOT NULL DEFAULT 0,"
+    "  kind TEXT NOT NULL,"
+    "  instance_id TEXT NOT NULL DEFAULT '',"
+    "  state TEXT NOT NULL"
+    "    CHECK (state IN ('pending', 'retrying', 'sent', 'failed', 'digested')),"
+    "  attempts INTEGER NOT NULL DEFAULT 0,"
+    "  next_at INTEGER NOT NULL DEFAULT 0,"
+    "  last_error TEXT NOT NULL DEFAULT '',"
+    "  subject TEXT NOT NULL DEFAULT '',"
+    "  body TEXT NOT NULL DEFAULT '',"
+    "  created_at INTEGER NOT NULL,"
+    "  updated_at INTEGER NOT NULL);"
+    "CREATE INDEX notify_deliveries_due ON notify_deliveries(next_at)"
+    "  WHERE state IN ('pending', 'retrying');"
+    "CREATE INDEX notify_deliveries_user ON notify_deliveries(user_id, seq);"
+    "CREATE INDEX notify_deliveries_created ON notify_deliveries(created_at);",
     0,
 };

@@ -25,6 +25,8 @@ TEMPLATES = {
     "POST /v1/me/verification": {"real_name": "张三", "id_number": "11010519491231002X"},
     "POST /v1/tokens": {"name": "t", "expires_in_days": 1},
     "POST /v1/ssh-keys": {"name": "k", "public_key": "ssh-ed25519 AAAA x"},
+    "POST /v1/notify/channels": {"kind": "email", "target": "a@example.com"},
+    "POST /v1/notify/kinds/{kind}": {"enabled": True},
     "POST /v1/payments/webhook": {"transaction_id": "gw-1", "user_id": "u-x",
                                   "amount_micros": 1, "currency": "CNY"},
     "POST /v1/admin/users/{id}/credit": {"amount_micros": 1, "memo": "m"},
@@ -124,6 +126,10 @@ def body_refusal(pattern, what):
         return 401, {"unauthenticated"}
     if pattern.startswith("/v1/instances/{id}"):
         return 404, {"no_such_instance"}
+    if pattern.startswith("/v1/notify/channels/{id}"):
+        # a body that is not JSON is refused before the channel is looked
+        # for; the id filled in is a user's, never a channel (404)
+        return None, BODY_CODES | {"no_such_channel"}
     if pattern == "/v1/instances" and what == "auto_renew='None'":
         # null is "not given" for an optional field: the body is fine, and
         # the image it names is not in this server's catalog

@@ -41,8 +41,12 @@ def b_expects(method, pattern):
         return 404, "no_such_token"
     if pattern.startswith("/v1/ssh-keys/{id}"):
         return 404, "no_such_ssh_key"
+    if pattern.startswith("/v1/notify/channels/{id}"):
+        return 404, "no_such_channel"  # t710 tries B on A's real channels
     if pattern.startswith("/v1/instances/{id}"):
         return 404, "no_such_instance"
+    if pattern == "/v1/images/{id}":
+        return 404, "no_such_image"  # A's saved images are A's (t640)
     if (method, pattern) in PUBLIC:
         return PUBLIC[(method, pattern)]
     if pattern == "/v1/sessions/current":
@@ -108,7 +112,7 @@ def fill(pattern, world):
         v = world["gpu"]["id"]
     else:
         v = a["id"]
-    return pattern.replace("{id}", v)
+    return pattern.replace("{id}", v).replace("{image}", "authz-image")
 
 
 def body_for(method):
@@ -286,6 +290,10 @@ def admin_writes(server, world):
 
     def node(h):
         return server.request("GET", f"/v1/admin/nodes/{h.node_id}", token=admin)
+
+    def storage():
+        return server.request("GET", "/v1/admin/storage", token=admin).json
+    storage_before = storage()
     n_join = len(join_tokens())
     return [
         ("POST", "/v1/admin/join-tokens", {"region": "sample-1"},
@@ -325,6 +333,8 @@ def admin_writes(server, world):
         ("POST", f"/v1/admin/nodes/{held.node_id}/uncordon", {},
          lambda: node(held).json["cordoned"]),
         ("DELETE", f"/v1/admin/nodes/{held.node_id}", None, lambda: node(held).status == 200),
+        ("POST", "/v1/admin/storage", {"region": "sample-1", "kind": "local", "quota_gib": 1},
+         lambda: storage() == storage_before),
     ]
 
 

@@ -1,16 +1,15 @@
 """The seeds' paths (issue 14, item 7; docs/design/instances.md, "AutoDL
 paths"): renters arrive with AutoDL habits, and instances.autodl_paths (on by
-default) links /root/autodl-tmp -> /root/data and /root/autodl-pub ->
-/root/public in every instance, so the seeds' commands run verbatim:
+default) links /root/autodl-tmp -> /root/data, /root/autodl-pub ->
+/root/public and /root/autodl-fs -> /root/storage (file storage) in every
+instance, so the seeds' commands run verbatim:
 
     scp -r 本地路径 root@你的地址:/root/autodl-tmp/
     cd /root/autodl-tmp
     tar czf result.tar.gz weight/ logs/
     scp -P 端口 root@地址:/root/autodl-tmp/result.tar.gz .
 
-(/root/autodl-fs comes only with file storage, which does not exist yet:
-no dangling link.) A renter's own file or directory of those names is never
-replaced. On the shared cluster: the real suanlid, agent, runc and sshd."""
+A renter's own file or directory of those names is never replaced. On the shared cluster: the real suanlid, agent, runc and sshd."""
 import io
 import os
 import subprocess
@@ -59,7 +58,7 @@ def test_the_seeds_commands_run_verbatim(cluster, tmp_path):
     try:
         assert links(cluster, user, inst) == {"autodl-tmp": "/root/data",
                                               "autodl-pub": "/root/public",
-                                              "autodl-fs": "none"}
+                                              "autodl-fs": "/root/storage"}
         # scp -r 本地路径 root@你的地址:/root/autodl-tmp/
         local = tmp_path / "data"
         (local / "images").mkdir(parents=True)
@@ -87,6 +86,11 @@ def test_the_seeds_commands_run_verbatim(cluster, tmp_path):
             assert "logs/train.log" in names and "weight/best.pt" in names, names
             assert t.extractfile("logs/train.log").read() == b"train\n"
 
+        # results kept in file storage, through its AutoDL path
+        cluster.ssh(user, inst, "cp -r /root/autodl-tmp/weight /root/autodl-fs/")
+        assert cluster.ssh(user, inst, "df --output=target /root/storage/weight/best.pt"
+                           " | tail -n 1").stdout.strip() == "/root/storage"
+
         # a dataset read from /root/autodl-pub
         wait_for(lambda: cluster.ssh(user, inst, "cat /root/autodl-pub/voc/VOC2007/ImageSets/"
                                      "train.txt", check=False).stdout == "000005\n000007\n",
@@ -100,7 +104,7 @@ def test_the_seeds_commands_run_verbatim(cluster, tmp_path):
         inst = cluster.wait_state(user, inst["id"], "running", timeout=90)
         assert links(cluster, user, inst) == {"autodl-tmp": "own",
                                               "autodl-pub": "/root/public",
-                                              "autodl-fs": "none"}
+                                              "autodl-fs": "/root/storage"}
         assert cluster.ssh(user, inst, "cat /root/autodl-tmp/note").stdout == "mine\n"
     finally:
         release(cluster, user, inst)
@@ -118,7 +122,7 @@ def test_an_operator_turns_them_off(cluster):
     inst = cluster.create(user, data_disk_gib=5)
     try:
         assert links(cluster, user, inst)["autodl-tmp"] == "/root/data"
-        cluster.ssh(user, inst, "echo mine > /root/autodl-fs")
+        cluster.ssh(user, inst, "rm /root/autodl-fs && echo mine > /root/autodl-fs")
         cluster.verb(user, inst["id"], "stop")
         cluster.wait_state(user, inst["id"], "stopped")
         server.settings["instances.autodl_paths"] = "false"

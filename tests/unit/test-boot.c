@@ -1,4 +1,5 @@
-/* node/boot.c: a running instance's SSH keys, rewritten on the host. */
+/* node/boot.c: a running instance's SSH keys, rewritten on the host; what the
+ * init is given. */
 #include "harness.h"
 
 #include "../../lib/cleanup.h"
@@ -75,4 +76,46 @@ TEST(autodl_paths_flag_follows_the_setting)
     p.autodl_paths = false;
     CHECK_EQ_INT(boot_write(boot, &p, &err), 0);
     CHECK(access(test_path("boot-autodl/autodl-paths"), F_OK) != 0);
+}
+
+/* The desktop recipe's port and token reach the init as "PORT TOKEN" in a
+ * file only root reads; the init's Xvnc listens on loopback only, with the
+ * token's first 8 digits as its VNC password. A token that is not 8 or
+ * more hex digits never reaches the shell. */
+TEST(desktop_port_and_token_for_the_init)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    const char *boot = test_path("boot-desktop");
+    struct boot_params p = { .id = "i-1",
+                             .desktop_port = 6080,
+                             .desktop_token = "0123456789abcdef0123456789abcdef" };
+
+    CHECK_EQ_INT(boot_write(boot, &p, &err), 0);
+    cleanup_free char *text = fs_read_file(test_path("boot-desktop/desktop"), 1024, NULL, NULL);
+    CHECK_STR(text, "6080 0123456789abcdef0123456789abcdef\n");
+    struct stat st;
+    CHECK_EQ_INT(stat(test_path("boot-desktop/desktop"), &st), 0);
+    CHECK_EQ_INT(st.st_mode & 0777, 0600);
+    cleanup_free char *init = fs_read_file(test_path("boot-desktop/init"), 1 << 20, NULL, NULL);
+    CHECK_CONTAINS(init, "Xvnc :1 -localhost -interface 127.0.0.1 -rfbport 5901 -nolisten tcp");
+    CHECK_CONTAINS(init, "-SecurityTypes VncAuth");
+    CHECK_CONTAINS(init, "websockify --web /usr/share/novnc 0.0.0.0:\"$dport\" 127.0.0.1:5901");
+
+    /* no desktop: the file is there and empty, the init skips the step */
+    p.desktop_port = 0;
+    CHECK_EQ_INT(boot_write(boot, &p, &err), 0);
+    cleanup_free char *none = fs_read_file(test_path("boot-desktop/desktop"), 1024, NULL, NULL);
+    CHECK_STR(none, "");
+
+    static const char *const bad[] = { "", "0123abc", "0123456789ABCDEF", "01234567; reboot",
+                                       "01234567\n9999 x" };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct sl_error e = SL_ERROR_INIT;
+        p.desktop_port = 6080;
+        p.desktop_token = bad[i];
+        CHECK_EQ_INT(boot_write(boot, &p, &e), -1);
+        CHECK_STR(e.code, "invalid_token");
+    }
+    p.desktop_token = NULL;
+    CHECK_EQ_INT(boot_write(boot, &p, &err), -1);
 }

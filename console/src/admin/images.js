@@ -46,6 +46,7 @@ addMessages({
     'admin.img.recipe.jupyter': 'jupyter: base plus Jupyter Notebook',
     'admin.img.recipe.pytorch': "pytorch: base plus Debian's PyTorch and torchvision (CPU)",
     'admin.img.recipe.venv': 'venv: base plus a project environment (/root/venv) and compilers',
+    'admin.img.recipe.desktop': 'desktop: base plus an Xfce desktop in the browser (noVNC)',
     'admin.img.region': 'Region',
     'admin.img.everyRegion': 'every host',
     'admin.img.description': 'Description',
@@ -95,6 +96,7 @@ addMessages({
     'admin.img.recipe.jupyter': 'jupyter：base 加 Jupyter Notebook',
     'admin.img.recipe.pytorch': 'pytorch：base 加 Debian 的 PyTorch 与 torchvision（CPU 版）',
     'admin.img.recipe.venv': 'venv：base 加项目环境（/root/venv）与编译工具',
+    'admin.img.recipe.desktop': 'desktop：base 加浏览器里的 Xfce 桌面（noVNC）',
     'admin.img.region': '地区',
     'admin.img.everyRegion': '所有主机',
     'admin.img.description': '描述',
@@ -188,6 +190,7 @@ function Build({ regions, onDone }) {
           <option value="jupyter">${t('admin.img.recipe.jupyter')}</option>
           <option value="pytorch">${t('admin.img.recipe.pytorch')}</option>
           <option value="venv">${t('admin.img.recipe.venv')}</option>
+          <option value="desktop">${t('admin.img.recipe.desktop')}</option>
         </select>
       </${Field}>
       <${WhereFields} f=${f} set=${set} regions=${regions} />

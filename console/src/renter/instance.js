@@ -64,6 +64,7 @@ addMessages({
     'inst.add_port': 'Publish a port',
     'inst.add': 'Add',
     'inst.jupyter': 'JupyterLab',
+    'inst.desktop': 'Desktop',
     'inst.tensorboard': 'TensorBoard',
     'inst.services_note': 'Start a server inside on one of these ports (bind 0.0.0.0), then open its link. A private link carries its own access token: share it only with people who may use the service.',
     'inst.plan_title': 'Billing plan',
@@ -150,6 +151,7 @@ addMessages({
     'inst.add_port': '开放端口',
     'inst.add': '添加',
     'inst.jupyter': 'JupyterLab',
+    'inst.desktop': '桌面',
     'inst.tensorboard': 'TensorBoard',
     'inst.services_note': '在实例内的这些端口上启动服务（监听 0.0.0.0），再打开链接。私有链接带有访问令牌，只分享给可以使用该服务的人。',
     'inst.plan_title': '计费方式',
@@ -187,7 +189,8 @@ addMessages({
   },
 });
 
-const portName = (p) => (p.app === 'jupyter' ? t('inst.jupyter') : p.port === 6006 ? t('inst.tensorboard') : '');
+const portName = (p) =>
+  p.app === 'jupyter' ? t('inst.jupyter') : p.app === 'desktop' ? t('inst.desktop') : p.port === 6006 ? t('inst.tensorboard') : '';
 
 function Services({ inst, onError }) {
   const ports = useLoad(() => api.get(`/v1/instances/${inst.id}/ports`), [inst.id, inst.state]);
@@ -236,6 +239,9 @@ function Services({ inst, onError }) {
     <${ErrorBox} error=${ports.error && ports.error.code !== 'instance_released' ? ports.error : null} />
     ${data && data.jupyter
       ? html`<p><a class="button primary" id="jupyter-link" href=${data.jupyter.url} target="_blank" rel="noopener noreferrer">${t('inst.jupyter')}</a></p>`
+      : null}
+    ${data && data.desktop
+      ? html`<p><a class="button primary" id="desktop-link" href=${data.desktop.url} target="_blank" rel="noopener noreferrer">${t('inst.desktop')}</a></p>`
       : null}
     ${data ? html`<${Table} columns=${cols} rows=${data.items} rowKey=${(p) => p.port} caption=${t('inst.services')} />` : ports.error ? null : html`<${Spinner} />`}
     <p class="hint">${t('inst.services_note')}</p>

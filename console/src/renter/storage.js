@@ -1,0 +1,60 @@
+// Your file storage: the directory of each region mounted at /root/storage
+// (and /root/autodl-fs) in every instance of yours there, with its use,
+// quota, free size and price.
+import { html } from '../lib/ui.js';
+import { api } from '../lib/api.js';
+import { t, addMessages } from '../lib/i18n.js';
+import { fmtBytes, fmtMoney, fmtDateTime } from '../lib/format.js';
+import { Page, ErrorBox, Table, useLoad } from '../lib/components.js';
+
+addMessages({
+  en: {
+    'st.title': 'File storage',
+    'st.region': 'Region',
+    'st.path': 'Path inside',
+    'st.used': 'Used',
+    'st.quota': 'Quota',
+    'st.free': 'Free size',
+    'st.price': 'Price over the free size',
+    'st.per_gib_day': '/GiB·day',
+    'st.reported': 'Reported',
+    'st.empty': 'No file storage yet: your first instance in a region makes it, at /root/storage.',
+    'st.about':
+      'Every instance of yours in a region sees the same files at /root/storage (also /root/autodl-fs). A write past the quota fails inside with “No space left on device”.',
+    'st.not_billed': 'File storage is not billed yet.',
+  },
+  zh: {
+    'st.title': '文件存储',
+    'st.region': '地区',
+    'st.path': '实例内路径',
+    'st.used': '已用',
+    'st.quota': '容量上限',
+    'st.free': '免费额度',
+    'st.price': '超出免费额度的价格',
+    'st.per_gib_day': '/GiB·天',
+    'st.reported': '统计时间',
+    'st.empty': '还没有文件存储：在某地区创建第一台实例时自动开通，挂载在 /root/storage。',
+    'st.about': '同一地区的所有实例在 /root/storage（及 /root/autodl-fs）看到同一份文件。写入超过容量上限时，实例内会报“No space left on device”。',
+    'st.not_billed': '文件存储暂不计费。',
+  },
+});
+
+export default function Storage() {
+  const st = useLoad(() => api.all('/v1/storage', {}, 100), []);
+  const cols = [
+    { key: 'region', label: t('st.region') },
+    { key: 'path', label: t('st.path'), render: (s) => html`<code>${s.path}</code>` },
+    { key: 'used_bytes', label: t('st.used'), class: 'num', render: (s) => fmtBytes(s.used_bytes) },
+    { key: 'quota_bytes', label: t('st.quota'), class: 'num', render: (s) => fmtBytes(s.quota_bytes) },
+    { key: 'free_bytes', label: t('st.free'), class: 'num', render: (s) => fmtBytes(s.free_bytes) },
+    { key: 'price', label: t('st.price'), class: 'num', render: (s) => fmtMoney(s.price_per_gib_day_micros) + t('st.per_gib_day') },
+    { key: 'used_at', label: t('st.reported'), render: (s) => (s.used_at ? fmtDateTime(s.used_at) : '—') },
+  ];
+  const billed = st.data && st.data.some((s) => s.billed);
+  return html`<${Page} title=${t('st.title')}>
+    <p class="muted">${t('st.about')}</p>
+    <${ErrorBox} error=${st.error} />
+    <${Table} columns=${cols} rows=${st.data} error=${st.error} rowKey=${(s) => s.region} empty=${t('st.empty')} caption=${t('st.title')} />
+    ${st.data && st.data.length && !billed ? html`<p class="muted" id="storage-billing">${t('st.not_billed')}</p>` : null}
+  <//>`;
+}
