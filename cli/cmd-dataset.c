@@ -16,22 +16,7 @@
 /* "1.2 GiB", "350 MiB"; "-" while no host holds it (0). */
 static const char *size_text(int64_t bytes, char *buf)
 {
-    static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-    int64_t whole = bytes, tenths = 0;
-    size_t u = 0;
-
-    if (bytes <= 0)
-        return "-";
-    while (whole >= 1024 && u + 1 < ARRAY_SIZE(units)) {
-        tenths = whole % 1024 * 10 / 1024;
-        whole /= 1024;
-        u++;
-    }
-    if (tenths && whole < 10)
-        snprintf(buf, 32, "%" PRId64 ".%" PRId64 " %s", whole, tenths, units[u]);
-    else
-        snprintf(buf, 32, "%" PRId64 " %s", whole, units[u]);
-    return buf;
+    return bytes > 0 ? output_size(bytes, buf) : "-";
 }
 
 static const char *text_or_dash(json_t *j, const char *key)

@@ -13,20 +13,7 @@
 /* "1.2 GiB", "350 MiB", "0 B". */
 static const char *size_text(int64_t bytes, char *buf)
 {
-    static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-    int64_t whole = bytes > 0 ? bytes : 0, tenths = 0;
-    size_t u = 0;
-
-    while (whole >= 1024 && u + 1 < ARRAY_SIZE(units)) {
-        tenths = whole % 1024 * 10 / 1024;
-        whole /= 1024;
-        u++;
-    }
-    if (tenths && whole < 10)
-        snprintf(buf, 32, "%" PRId64 ".%" PRId64 " %s", whole, tenths, units[u]);
-    else
-        snprintf(buf, 32, "%" PRId64 " %s", whole, units[u]);
-    return buf;
+    return output_size(bytes, buf);
 }
 
 static int run_storage(struct cli *cli, const struct cli_args *a)

@@ -187,6 +187,24 @@ static char *money(int64_t micros, const char *currency, bool plus, char *buf)
     return buf;
 }
 
+const char *output_size(int64_t bytes, char *buf)
+{
+    static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+    int64_t whole = bytes > 0 ? bytes : 0, tenths = 0;
+    size_t u = 0;
+
+    while (whole >= 1024 && u + 1 < sizeof(units) / sizeof(units[0])) {
+        tenths = whole % 1024 * 10 / 1024;
+        whole /= 1024;
+        u++;
+    }
+    if (tenths && whole < 10)
+        snprintf(buf, 32, "%" PRId64 ".%" PRId64 " %s", whole, tenths, units[u]);
+    else
+        snprintf(buf, 32, "%" PRId64 " %s", whole, units[u]);
+    return buf;
+}
+
 char *output_money(int64_t micros, const char *currency, char *buf)
 {
     return money(micros, currency, false, buf);

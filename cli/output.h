@@ -49,6 +49,10 @@ char *output_money(int64_t micros, const char *currency, char *buf);
 /* Like output_money with an explicit '+' for positive amounts. */
 char *output_money_signed(int64_t micros, const char *currency, char *buf);
 
+/* bytes in binary units, one decimal below 10 ("1.5 GiB", "300 MiB",
+ * "0 B" for nothing or less); buf holds 32 bytes. */
+const char *output_size(int64_t bytes, char *buf);
+
 /* The "YYYY-MM-DD HH:MM" part of an RFC 3339 string, or "-" when NULL;
  * buf holds 32 bytes. */
 const char *output_time(const char *rfc3339, char *buf);
