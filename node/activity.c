@@ -34,7 +34,28 @@ unsigned activity_count_established(const char *text, unsigned port)
     return n;
 }
 
-static unsigned ssh_sessions(pid_t pid)
+unsigned activity_count_sessions(const char *text, unsigned desktop_port)
+{
+    return activity_count_established(text, 22) +
+           (desktop_port ? activity_count_established(text, desktop_port) : 0);
+}
+
+/* The port of the instance's desktop (a port whose app is "desktop"), or 0. */
+static unsigned desktop_port(json_t *instance)
+{
+    size_t i;
+    json_t *p;
+
+    json_array_foreach(json_object_get(instance, "ports"), i, p)
+    {
+        const char *app = json_string_value(json_object_get(p, "app"));
+        if (app && strcmp(app, "desktop") == 0)
+            return (unsigned)json_integer_value(json_object_get(p, "port"));
+    }
+    return 0;
+}
+
+static unsigned ssh_sessions(pid_t pid, unsigned desktop)
 {
     unsigned n = 0;
     static const char *const files[] = { "tcp", "tcp6" };
@@ -42,7 +63,7 @@ static unsigned ssh_sessions(pid_t pid)
     for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
         cleanup_free char *path = xasprintf("/proc/%d/net/%s", (int)pid, files[i]);
         cleanup_free char *text = fs_read_file(path, PROC_NET_MAX, NULL, NULL);
-        n += activity_count_established(text, 22);
+        n += activity_count_sessions(text, desktop);
     }
     return n;
 }
@@ -64,8 +85,8 @@ json_t *activity_report(const struct runtime *rt, struct gpu_source *gpus, json_
         if (!id || !desired || strcmp(desired, "running") != 0 ||
             rt->ops->state(rt, id, &rs, NULL) < 0 || rs.status != RUNTIME_RUNNING || rs.pid <= 0)
             continue;
-        json_t *item =
-            json_pack("{s:s, s:I}", "id", id, "ssh_sessions", (json_int_t)ssh_sessions(rs.pid));
+        json_t *item = json_pack("{s:s, s:I}", "id", id, "ssh_sessions",
+                                 (json_int_t)ssh_sessions(rs.pid, desktop_port(d)));
         size_t k;
         json_t *g;
         int busiest = -1;

@@ -131,6 +131,22 @@ TEST(ssh_sessions_from_proc_net_tcp)
     CHECK_EQ_INT(activity_count_established("h\n garbage\n 1: x:zz y 01\n", 22), 0);
 }
 
+/* a desktop session is one websocket to the desktop's port (6080 = 0x17C0):
+ * without counting it, a renter working only in the desktop looks idle */
+TEST(desktop_connections_are_sessions)
+{
+    const char *tcp =
+        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid\n"
+        "   0: 00000000:17C0 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0\n"
+        "   1: 0500590A:17C0 0100590A:C350 01 00000000:00000000 02:000A7D4A 00000000     0\n"
+        "   2: 0100007F:170D 0100007F:D000 01 00000000:00000000 02:000A7D4A 00000000     0\n"
+        "   3: 0500590A:0016 0100590A:C352 01 00000000:00000000 02:000A7D4A 00000000     0\n";
+
+    CHECK_EQ_INT(activity_count_sessions(tcp, 6080), 2);
+    CHECK_EQ_INT(activity_count_sessions(tcp, 0), 1); /* no desktop: SSH only */
+    CHECK_EQ_INT(activity_count_sessions(NULL, 6080), 0);
+}
+
 TEST(metadata_gateway_is_the_first_address)
 {
     struct sl_error err = SL_ERROR_INIT;
