@@ -78,6 +78,10 @@ def test_local_storage_is_shared_by_a_renters_instances_and_holds_its_quota(clus
                                             env={"SUANLI_TOKEN": s.admin_token})
     assert p.returncode == 0 and "1 GiB per renter" in p.stdout, p
     alice, bob = cluster.renter(), cluster.renter()
+    # the shared cluster's other renters have images of their own (at the
+    # default quota): only those made from here on are alice's and bob's
+    images = os.path.join(cluster.node.data_dir, "storage")
+    before = set(os.listdir(images)) if os.path.isdir(images) else set()
     insts = []
     try:
         a1 = cluster.create(alice, data_disk_gib=5)
@@ -127,11 +131,11 @@ def test_local_storage_is_shared_by_a_renters_instances_and_holds_its_quota(clus
         cluster.ssh(alice, a1, "head -c 50M /dev/zero > /root/data/ok && rm /root/data/ok")
         cluster.ssh(bob, b1, "head -c 50M /dev/zero > /root/storage/bob.bin")
         # on the host, each renter's image holds at most its quota
-        images = os.path.join(cluster.node.data_dir, "storage")
-        for name in os.listdir(images):
-            if name.endswith(".img"):
-                st = os.stat(os.path.join(images, name))
-                assert st.st_size == GIB and st.st_blocks * 512 <= st.st_size, (name, st)
+        ours = [x for x in os.listdir(images) if x.endswith(".img") and x not in before]
+        assert len(ours) == 2, (ours, before)
+        for name in ours:
+            st = os.stat(os.path.join(images, name))
+            assert st.st_size == GIB and st.st_blocks * 512 <= st.st_size, (name, st)
 
         # usage read from the file system, reported and shown
         def used(user, at_least):
@@ -166,9 +170,8 @@ def test_local_storage_is_shared_by_a_renters_instances_and_holds_its_quota(clus
         assert r.status == 200 and r.json["quota_gib"] == 2, r
         cluster.verb(alice, a3["id"], "stop")
         cluster.wait_state(alice, a3["id"], "stopped")
-        images = os.path.join(cluster.node.data_dir, "storage")
         wait_for(lambda: any(os.stat(os.path.join(images, x)).st_size == 2 * GIB
-                             for x in os.listdir(images)), timeout=90,
+                             for x in os.listdir(images) if x not in before), timeout=180,
                  what="alice's image to grow to 2 GiB")
         cluster.verb(alice, a3["id"], "start")
         a3 = cluster.wait_state(alice, a3["id"], "running")
