@@ -23,3 +23,10 @@ $(BUILD)/suanli-node: $(BUILD)/node/main.o $(BUILD)/libsuanli-node.a \
 node-smoke: $(BUILD)/tests/node-smoke
 	@$(BUILD)/tests/node-smoke; rc=$$?; scripts/cleanup-host-net.sh $${SUANLI_SMOKE_BRIDGE:-suanli0}; \
 	exit $$rc
+
+# bench/metrics.py's driver: the metrics collector on N instances' worth of
+# real cgroups and disks (bench/metrics-collect.c)
+$(BUILD)/bench/metrics-collect: $(BUILD)/bench/metrics-collect.o $(BUILD)/libsuanli-node.a \
+                                $(BUILD)/libsuanli.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)

@@ -128,7 +128,15 @@ CREDIT_PATH=/v1/admin/users/$renter_id/credit CREDIT_TOKEN=$admin_token \
 # most one per connection still in flight when wrk stopped (the server
 # commits those, but wrk no longer reads their answers).
 read -r created refused <"$tmp/credits"
-check=$(api GET /v1/admin/ledger/check "$admin_token")
+# wrk stops without waiting for the answers in flight, which the server
+# still commits: check once the ledger has stopped growing
+prev=-1
+for _ in $(seq 50); do
+    check=$(api GET /v1/admin/ledger/check "$admin_token")
+    [ "$(printf '%s\n' "$check" | json_field transactions)" = "$prev" ] && break
+    prev=$(printf '%s\n' "$check" | json_field transactions)
+    sleep 0.2
+done
 case $check in
 *'"ok":true'*) ;;
 *) die "ledger check failed: $check" ;;

@@ -7,7 +7,10 @@
 # PERF=FILE records a perf profile of suanlid during the last pass.
 # Environment: INSTANCES (100000), RENTERS (1000), NODES (12500: 8 instances
 # each), PASSES measured (7), GAP seconds between passes (3), RATE micros per
-# hour of each instance (2500000), SUANLI_BUILD (build). Writes the table to
+# hour of each instance (2500000), STORAGE renters (0, at most RENTERS) who
+# also have a file storage meter (renter-wide: no host, settled to their
+# directory's last sample, docs/design/billing.md "Storage meters"; the
+# pass without them is the floor), SUANLI_BUILD (build). Writes the table to
 # bench/results/settle.md.
 set -euo pipefail
 
@@ -19,6 +22,7 @@ nodes=${NODES:-12500}
 passes=${PASSES:-7}
 gap=${GAP:-3}
 rate=${RATE:-2500000}
+storage=${STORAGE:-0}
 results=$root/bench/results/settle.md
 
 for tool in sqlite3 curl jq; do
@@ -156,6 +160,13 @@ INSERT INTO meters (instance_id, user_id, node_id, item, quantity, unit_price_mi
                     amount_micros, period_s, started_at, settled_until)
   SELECT id, user_id, node_id, 'gpu', 1, $rate, $rate, 3600, $now - 60, $now - 60
   FROM instances WHERE id LIKE 'i-bench%' ORDER BY seq;
+INSERT INTO storage_dirs (user_id, region_id, used_bytes, size_bytes, used_at, created_at)
+  SELECT printf('u-bench%06d', i), 'sample-1', 30 * 1073741824, 200 * 1073741824, $now - 60,
+         $now - 86400 FROM n WHERE i <= min($storage, $renters);
+INSERT INTO meters (user_id, region_id, item, quantity, unit_price_micros, amount_micros,
+                    period_s, started_at, settled_until)
+  SELECT user_id, region_id, 'file_storage', 10 * 1024, 5000, 10 * 1024 * 5000,
+         1024 * 86400, $now - 60, $now - 60 FROM storage_dirs WHERE user_id LIKE 'u-bench%';
 COMMIT;
 SQL
 t1=$(date +%s.%N)
@@ -175,7 +186,8 @@ entries() { sql "SELECT COUNT(*) FROM ledger_entries"; }
 rows=()
 for p in $(seq 0 "$passes"); do
     [ "$p" = 0 ] || sleep "$gap"
-    sql "UPDATE nodes SET last_heartbeat = CAST(strftime('%s', 'now') AS INTEGER)"
+    sql "UPDATE nodes SET last_heartbeat = CAST(strftime('%s', 'now') AS INTEGER);
+         UPDATE storage_dirs SET used_at = CAST(strftime('%s', 'now') AS INTEGER)"
     before=$(entries)
     perf_pid=
     if [ -n "${PERF:-}" ] && [ "$p" = "$passes" ]; then
@@ -211,7 +223,8 @@ mem=$(awk '/^MemTotal:/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)
     echo
     echo "$(date -u +%Y-%m-%dT%H:%M:%SZ), suanlid $("$build/suanlid" --version | awk '{print $2}'),"
     echo "SQLite (WAL, synchronous=FULL); $instances running instances with one open GPU meter"
-    echo "each ($rate micros/hour), $renters renters, $nodes hosts; ${gap}s between passes;"
+    echo "each ($rate micros/hour), $renters renters ($storage with a file storage meter),"
+    echo "$nodes hosts; ${gap}s between passes;"
     echo "machine: $(nproc) CPUs ($cpu), $mem memory, load average $(cut -d' ' -f1-3 /proc/loadavg)."
     echo
     echo "| pass | elapsed (server) | wall (HTTP) | meters | settlements | ledger entries | settlements/s | entries/s |"

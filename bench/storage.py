@@ -10,8 +10,14 @@ dropped first) of SIZE_MIB (default 1024) from inside an instance
             device): what storage should match
 
 beside the floor measured in the same run: the same dd on the host, in the
-agent's data directory (the disk both images live on). The distributed
-backend (GlusterFS) is not built, so it has no figure.
+agent's data directory (the disk both images live on). Then the distributed
+backend, `glusterfs`: a real glusterd (as t663 starts it: its own network
+namespace, a brick directory on the same disk) whose volume the agent
+mounts with Gluster's FUSE client,
+
+  gluster   /root/storage on the `glusterfs` backend, inside
+  floor     the same dd on the host, in the agent's own mount of the volume
+            (DATA/storage/glusterfs): what the instance's bind should match
 
 Prints a markdown table and writes bench/results/storage.md. Needs root.
 Run it alone: the machine's load moves every figure.
@@ -27,7 +33,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
 
 import pytest  # noqa: E402
 
-from conftest import cluster  # noqa: E402,F401  the fixture used below
+from conftest import FleetLink, cluster, wait_for  # noqa: E402,F401  the fixture used below
+from test_t663_storage_gluster import Gluster, gluster_mounts  # noqa: E402
 
 SIZE_MIB = int(os.environ.get("SIZE_MIB", "1024"))
 RESULTS = []
@@ -82,6 +89,51 @@ def test_figures(cluster):  # noqa: F811  the fixture imported above
     finally:
         cluster.verb(user, inst["id"], "release")
         cluster.wait_state(user, inst["id"], "released", timeout=300)
+    RESULTS.extend(gluster_figures(cluster))
+    write_results()
+
+
+def gluster_figures(cluster):
+    s = cluster.server
+    link = FleetLink()
+    g = None
+    try:
+        g = Gluster(link, quota_gib=200)
+        r = s.request("POST", "/v1/admin/storage", {"region": "sample-1", "kind": "glusterfs",
+                                                    "spec": g.spec, "quota_gib": 200},
+                      token=s.admin_token)
+        assert r.status == 200, r
+        user = cluster.renter()
+        inst = cluster.create(user, data_disk_gib=5)
+        try:
+            def inside(cmd):
+                return cluster.ssh(user, inst, cmd, timeout=600).stdout
+
+            def host(cmd):
+                return subprocess.run(["sh", "-c", cmd], capture_output=True, text=True,
+                                      check=True).stdout
+            top = gluster_mounts(cluster.node)[0]
+            d = tempfile.mkdtemp(prefix="bench-", dir=top)
+            try:
+                floor = dd_pair(host, d)
+            finally:
+                subprocess.run(["rm", "-rf", d])
+            inner = dd_pair(inside, "/root/storage")
+        finally:
+            cluster.verb(user, inst["id"], "release")
+            cluster.wait_state(user, inst["id"], "released", timeout=300)
+        return [("the Gluster volume from the host (its FUSE mount): the floor", floor),
+                ("/root/storage, glusterfs backend, inside", inner)]
+    finally:
+        s.request("POST", "/v1/admin/storage", {"region": "sample-1", "kind": "local",
+                                                "quota_gib": 200}, token=s.admin_token)
+        wait_for(lambda: not gluster_mounts(cluster.node), timeout=60,
+                 what="the agent to unmount the volume")
+        if g:
+            subprocess.run(["iptables", "-w", "-D", "SUANLI-FORWARD", "-d", g.address + "/32",
+                            "-j", "DROP"], capture_output=True)
+            g.remove()
+        link.remove()
 
 
 def write_results():

@@ -214,6 +214,7 @@ extern const struct cli_command cmd_bill, cmd_bill_charges, cmd_plan;
 extern const struct cli_command cmd_market, cmd_regions, cmd_gpu_models, cmd_estimate;
 extern const struct cli_command cmd_create, cmd_ls, cmd_show, cmd_events, cmd_stop, cmd_start,
     cmd_restart, cmd_release, cmd_idle_stop, cmd_clone, cmd_migrate;
+extern const struct cli_command cmd_top, cmd_stats;
 extern const struct cli_command cmd_disk_resize;
 extern const struct cli_command cmd_ssh, cmd_ssh_config, cmd_cp;
 extern const struct cli_command cmd_port_ls, cmd_port_add, cmd_port_rm, cmd_port_public,

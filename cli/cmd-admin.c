@@ -505,9 +505,9 @@ const struct cli_command cmd_admin_price_ls = {
 
 const struct cli_command cmd_admin_price_set = {
     .name = "admin price set",
-    .args = "nogpu|data_disk|file_storage AMOUNT",
+    .args = "nogpu|data_disk|file_storage|image_storage AMOUNT",
     .options = price_set_options,
-    .summary = "set a price from now on (per hour, or per GiB-day for disks)",
+    .summary = "set a price from now on (per hour, or per GiB-day for storage)",
     .run = run_price_set,
 };
 

@@ -21,8 +21,13 @@
 static const struct {
     const char *kind, *header;
 } kinds[] = {
-    { "gpu", "GPU" },   { "nogpu", "NO-GPU" },       { "data_disk", "DATA DISK" },
-    { "plan", "PLAN" }, { "plan_refund", "REFUND" },
+    { "gpu", "GPU" },
+    { "nogpu", "NO-GPU" },
+    { "data_disk", "DATA DISK" },
+    { "file_storage", "STORAGE" },
+    { "image_storage", "IMAGES" },
+    { "plan", "PLAN" },
+    { "plan_refund", "REFUND" },
 };
 
 static bool known_kind(const char *kind)
@@ -414,7 +419,8 @@ static const struct cli_option bill_charges_options[] = {
     { .name = "instance", .arg = "ID|NAME", .help = "only one instance's charges" },
     { .name = "kind",
       .arg = "KIND",
-      .help = "only one kind: gpu, nogpu, data_disk, plan or plan_refund" },
+      .help = "only one kind: gpu, nogpu, data_disk, file_storage, image_storage, plan or "
+              "plan_refund" },
     { 0 },
 };
 
@@ -428,8 +434,8 @@ static int run_bill_charges(struct cli *cli, const struct cli_args *a)
 
     if (kind && !known_kind(kind))
         return cli_usage_error(cli,
-                               "--kind takes gpu, nogpu, data_disk, plan or plan_refund, "
-                               "not '%s'",
+                               "--kind takes gpu, nogpu, data_disk, file_storage, "
+                               "image_storage, plan or plan_refund, not '%s'",
                                kind);
     if (month && day && strncmp(month, day, 7) != 0)
         return cli_usage_error(cli, "--day %s is not in --month %s: give one of them", day, month);

@@ -473,6 +473,11 @@ static int run_show(struct cli *cli, const struct cli_args *a)
     };
     output_pairs(stdout, pairs, ARRAY_SIZE(pairs));
     cli_print_services(stdout, inst);
+    /* what its metrics say (docs/design/metrics.md, "Hints") */
+    size_t h;
+    json_t *hint;
+    json_array_foreach(json_object_get(inst, "hints"), h, hint)
+        printf("%shint: %s\n", h ? "" : "\n", jstr(hint, "message"));
     return CLI_EXIT_OK;
 }
 

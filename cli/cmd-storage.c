@@ -39,19 +39,20 @@ static int run_storage(struct cli *cli, const struct cli_args *a)
                "/root/storage\n");
         return CLI_EXIT_OK;
     }
-    static const char *const headers[] = { "REGION", "PATH INSIDE", "USED",
-                                           "QUOTA",  "FREE",        "PRICE/GIB-DAY" };
+    static const char *const headers[] = { "REGION", "PATH INSIDE",   "USED",   "QUOTA",
+                                           "FREE",   "PRICE/GIB-DAY", "PER DAY" };
     struct table t;
-    table_init(&t, 6, headers);
+    table_init(&t, 7, headers);
     json_array_foreach(items, i, d)
     {
-        char used[32], quota[32], free_size[32], cost[OUTPUT_MONEY_MAX];
+        char used[32], quota[32], free_size[32], cost[OUTPUT_MONEY_MAX], per_day[OUTPUT_MONEY_MAX];
         const char *row[] = { jstr(d, "region"),
                               jstr(d, "path"),
                               size_text(jint(d, "used_bytes"), used),
                               size_text(jint(d, "quota_bytes"), quota),
                               size_text(jint(d, "free_bytes"), free_size),
-                              output_money(jint(d, "price_per_gib_day_micros"), NULL, cost) };
+                              output_money(jint(d, "price_per_gib_day_micros"), NULL, cost),
+                              output_money(jint(d, "per_day_micros"), NULL, per_day) };
         table_add(&t, row);
     }
     table_print(&t, stdout);
@@ -61,9 +62,9 @@ static int run_storage(struct cli *cli, const struct cli_args *a)
     {
         billed = billed || json_is_true(json_object_get(d, "billed"));
     }
-    if (!billed)
-        fprintf(stderr, "file storage is not billed yet: the price is the catalog's, over the "
-                        "free size\n");
+    if (billed)
+        fprintf(stderr, "the use over the free size is billed per GiB-day in whole MiB "
+                        "(suanli bill --kind file_storage)\n");
     return CLI_EXIT_OK;
 }
 
@@ -111,10 +112,13 @@ static int run_admin_storage_ls(struct cli *cli, const struct cli_args *a)
 }
 
 static const struct cli_option storage_set_options[] = {
-    { .name = "kind", .arg = "local|mount", .help = "the backend (default: as it is; local)" },
+    { .name = "kind",
+      .arg = "local|mount|glusterfs",
+      .help = "the backend (default: as it is; local)" },
     { .name = "spec",
-      .arg = "PATH",
-      .help = "mount: the shared mount's path on every host, such as /mnt/cephfs/suanli" },
+      .arg = "PATH|SERVER:/VOLUME",
+      .help = "mount: the shared mount's path on every host, such as /mnt/cephfs/suanli; "
+              "glusterfs: the volume, such as gluster1:/suanli" },
     { .name = "quota-gib",
       .arg = "GIB",
       .type = CLI_OPT_INT,

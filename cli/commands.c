@@ -43,6 +43,8 @@ const struct cli_command *const cli_commands[] = {
     &cmd_ls,
     &cmd_show,
     &cmd_events,
+    &cmd_top,
+    &cmd_stats,
     &cmd_plan,
     &cmd_stop,
     &cmd_start,

@@ -16,6 +16,7 @@
 #include "gpu.h"
 #include "instance.h"
 #include "metadata.h"
+#include "metrics.h"
 #include "net.h"
 #include "nginx.h"
 #include "runtime.h"
@@ -64,6 +65,7 @@ struct agent {
     struct metadata_server *metadata; /* http://169.254.169.254/ inside */
     struct terminal_server *terminal; /* the browser's terminal; NULL: none */
     char *terminal_socket;
+    struct metrics_collector *metrics; /* metrics per instance (metrics.h) */
 };
 
 /* enroll.c: who this host is to suanlid (DATA/node.json). */

@@ -90,6 +90,11 @@ const struct sl_option agent_options[] = {
     OPT("images.min_free_bytes", SL_OPT_INT, STRINGIFY(IMAGE_MIN_FREE_BYTES_DEFAULT), 0, 1LL << 50,
         image_min_free_bytes,
         "an image import stops before the data directory's file system has less free; 0: off"),
+    OPT("metrics.interval_s", SL_OPT_INT, "10", 2, 300, metrics_interval_s,
+        "how often each running instance's CPU, memory, disks, network and GPUs are sampled"),
+    OPT("metrics.listen", SL_OPT_STRING, "127.0.0.1:9108", 0, 0, metrics_listen,
+        "where the agent serves Prometheus /metrics (IPV4:PORT, or off): never an address "
+        "instances reach (the bridge's gateway, the metadata address)"),
 };
 
 void agent_image_limits(const struct agent_config *cfg, struct image_limits *out)
@@ -177,6 +182,35 @@ static void setup_terminal(struct agent *a)
     a->proxy.s.terminal_key = terminal_key(a->terminal);
 }
 
+/* The instances the metrics collector samples: the desired state's. */
+static json_t *desired_instances(void *ctx)
+{
+    struct agent *a = ctx;
+
+    pthread_mutex_lock(&a->lock);
+    json_t *instances = json_incref(json_object_get(a->desired, "instances"));
+    pthread_mutex_unlock(&a->lock);
+    return instances;
+}
+
+static int setup_metrics(struct agent *a, struct sl_error *err)
+{
+    static char gateway[64];
+
+    if (metadata_gateway(a->cfg->subnet, gateway, err) < 0)
+        return -1;
+    struct metrics_config mc = { .data_dir = a->cfg->data_dir,
+                                 .cgroup_root = "/sys/fs/cgroup",
+                                 .gpus = &a->gpus,
+                                 .interval_ms = a->cfg->metrics_interval_s * 1000,
+                                 .listen = a->cfg->metrics_listen,
+                                 .forbidden_host = gateway,
+                                 .instances = desired_instances,
+                                 .ctx = a };
+    a->metrics = metrics_start(&mc, err);
+    return a->metrics ? 0 : -1;
+}
+
 static int setup(struct agent *a, struct sl_error *err)
 {
     struct agent_config *cfg = a->cfg;
@@ -250,6 +284,8 @@ static int setup(struct agent *a, struct sl_error *err)
             return -1;
     }
     setup_terminal(a);
+    if (setup_metrics(a, err) < 0)
+        return -1;
     /* disk copies for clones: a port taken is logged, not fatal */
     transfer_server_start(cfg->data_dir, cfg->address, (unsigned)cfg->transfer_port);
     return 0;
@@ -401,6 +437,7 @@ int agent_run(struct agent_config *cfg, volatile bool *stop, struct sl_error *er
     }
     pthread_join(reader, NULL);
     agent_converge_drain(&a);
+    metrics_stop(a.metrics);
     proxy_stop(&a.proxy);
     metadata_stop(a.metadata);
     terminal_stop(a.terminal);

@@ -41,6 +41,8 @@ struct agent_config {
     int64_t image_max_file_bytes;
     int64_t image_max_path_depth;
     int64_t image_min_free_bytes;
+    int64_t metrics_interval_s; /* metrics per instance (metrics.h) */
+    char *metrics_listen;
 };
 
 extern const struct sl_option agent_options[];

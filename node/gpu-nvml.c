@@ -18,6 +18,7 @@ typedef void *nvml_device;
 #define NVML_SUCCESS                 0
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
 #define NVML_VALUE_NOT_AVAILABLE     (~0ULL)
+#define NVML_TEMPERATURE_GPU         0
 
 struct nvml_memory { /* nvmlMemory_t, bytes */
     unsigned long long total, free, used;
@@ -48,6 +49,8 @@ struct nvml {
     nvml_return (*minor)(nvml_device, unsigned *);
     nvml_return (*utilization)(nvml_device, struct nvml_utilization *);
     nvml_return (*processes)(nvml_device, unsigned *, struct nvml_process *);
+    nvml_return (*temperature)(nvml_device, int, unsigned *); /* sensor 0: the GPU core */
+    nvml_return (*power)(nvml_device, unsigned *);            /* milliwatts */
 };
 
 static struct gpu_inventory host_inventory;
@@ -146,6 +149,13 @@ static int nvml_usage(void *state, struct gpu_usage *out, size_t *n_out, struct 
                            i);
         u->gpu_percent = util.gpu;
         u->memory_percent = util.memory;
+        unsigned celsius, milliwatts;
+        u->temperature_c =
+            n->temperature && n->temperature(dev, NVML_TEMPERATURE_GPU, &celsius) == NVML_SUCCESS
+                ? (int)celsius
+                : -1;
+        u->power_mw =
+            n->power && n->power(dev, &milliwatts) == NVML_SUCCESS ? (int64_t)milliwatts : -1;
         u->used_mib = mem.used / (1024 * 1024);
         u->total_mib = mem.total / (1024 * 1024);
         *n_out = i + 1;
@@ -212,6 +222,8 @@ int gpu_nvml_open_library(const char *library, struct gpu_source *src, struct sl
     RESOLVE_OPTIONAL(utilization, "nvmlDeviceGetUtilizationRates");
     RESOLVE_OPTIONAL(processes, "nvmlDeviceGetComputeRunningProcesses_v3");
     RESOLVE_OPTIONAL(processes, "nvmlDeviceGetComputeRunningProcesses_v2");
+    RESOLVE_OPTIONAL(temperature, "nvmlDeviceGetTemperature");
+    RESOLVE_OPTIONAL(power, "nvmlDeviceGetPowerUsage");
     if (n->init() != NVML_SUCCESS) {
         dlclose(n->lib);
         free(n);

@@ -46,6 +46,8 @@ static int sim_usage(void *state, struct gpu_usage *out, size_t *n, struct sl_er
         memset(&out[i], 0, sizeof(out[i]));
         out[i].index = i;
         out[i].total_mib = 24576;
+        out[i].temperature_c = -1;
+        out[i].power_mw = -1;
     }
     *n = s->count;
     return 0;

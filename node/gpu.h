@@ -37,6 +37,8 @@ struct gpu_usage {
     unsigned gpu_percent;    /* of the last sample period the GPU was busy */
     unsigned memory_percent; /* of it the memory was read or written */
     uint64_t used_mib, total_mib;
+    int temperature_c; /* the core's, °C; -1: NVML did not say */
+    int64_t power_mw;  /* drawn now, milliwatts; -1: NVML did not say */
     struct gpu_process procs[GPU_PROC_MAX];
     size_t n_procs; /* at most GPU_PROC_MAX shown; procs_total counts all */
     size_t procs_total;

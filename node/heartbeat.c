@@ -58,8 +58,15 @@ int agent_heartbeat(struct agent *a, json_t *desired, struct sl_error *err)
                 json_integer(json_integer_value(json_object_get(item, "ssh_sessions")) + open));
     }
     json_object_set_new(body, "activity", activity);
+    /* the instances' samples since the last heartbeat (metrics.h); kept
+     * for the next one when this one fails */
+    json_t *samples = metrics_take(a->metrics);
+    if (samples)
+        json_object_set(body, "metrics", samples);
     cleanup_free char *path = xasprintf("/v1/nodes/%s/heartbeat", a->node_id);
-    if (sl_client_request(&a->client, "POST", path, body, NULL, &out, err) < 0)
+    int rc = sl_client_request(&a->client, "POST", path, body, NULL, &out, err);
+    metrics_sent(a->metrics, samples, rc == 0);
+    if (rc < 0)
         return -1;
     int64_t hb = json_integer_value(json_object_get(out, "heartbeat_interval_seconds"));
     if (hb > 0) {

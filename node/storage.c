@@ -1,6 +1,7 @@
 /* File storage on this host (storage.h). */
 #include "storage.h"
 #include "disk.h"
+#include "storage-gluster.h"
 #include "fsutil.h"
 #include "../lib/cleanup.h"
 #include "../lib/log.h"
@@ -23,6 +24,9 @@
 #include <unistd.h>
 
 #define GIB (1ULL << 30)
+/* how long a start waits for the operator's hook to set a new Gluster
+ * directory's quota (storage-gluster.h) */
+#define STORAGE_QUOTA_WAIT_MS 60000
 
 static pthread_mutex_t storage_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -173,10 +177,22 @@ char *storage_prepare(const char *data_dir, json_t *backend, int64_t number, str
                    : (sl_fail(err, SL_E_INVALID, "bad_storage", "no file storage quota"), NULL);
     else if (strcmp(kind, "mount") == 0)
         path = prepare_mount(json_string_value(json_object_get(backend, "spec")), number, err);
+    else if (strcmp(kind, "glusterfs") == 0)
+        path = gluster_prepare(data_dir, json_string_value(json_object_get(backend, "spec")),
+                               number, err);
     else
         sl_fail(err, SL_E_UNAVAILABLE, "storage_unavailable",
                 "this agent does not know the storage backend '%s': update it", kind);
     pthread_mutex_unlock(&storage_lock);
+    /* never bound before its quota holds; waited for outside the lock (the
+     * heartbeat's report takes it) */
+    if (path && strcmp(kind, "glusterfs") == 0 &&
+        (quota <= 0 || gluster_quota_wait(path, (uint64_t)quota, STORAGE_QUOTA_WAIT_MS, err) < 0)) {
+        if (quota <= 0)
+            sl_fail(err, SL_E_INVALID, "bad_storage", "no file storage quota");
+        free(path);
+        path = NULL;
+    }
     return path;
 }
 
@@ -287,6 +303,9 @@ void storage_converge(const char *data_dir, json_t *backend, json_t *instances)
     retry_at = 0;
     if (!unmount_unused(data_dir, local, instances))
         retry_at = now + STORAGE_RETRY_MS;
+    gluster_converge(data_dir, strcmp(kind_of(backend), "glusterfs") == 0
+                                   ? json_string_value(json_object_get(backend, "spec"))
+                                   : NULL);
     if (!local) {
         pthread_mutex_unlock(&storage_lock);
         return;
@@ -435,6 +454,16 @@ json_t *storage_report(const char *data_dir, json_t *backend)
             json_array_append_new(out, json_pack("{s:I, s:I, s:I}", "number", (json_int_t)number,
                                                  "used_bytes", (json_int_t)used, "size_bytes",
                                                  (json_int_t)0));
+        } else if (strcmp(kind, "glusterfs") == 0) {
+            uint64_t used, size;
+            int64_t quota = json_integer_value(json_object_get(backend, "quota_gib"));
+            if (quota <= 0 ||
+                gluster_usage(data_dir, json_string_value(json_object_get(backend, "spec")),
+                              (uint64_t)quota, number, &used, &size) != 1)
+                continue;
+            json_array_append_new(out, json_pack("{s:I, s:I, s:I}", "number", (json_int_t)number,
+                                                 "used_bytes", (json_int_t)used, "size_bytes",
+                                                 (json_int_t)size));
         }
     }
     pthread_mutex_unlock(&storage_lock);

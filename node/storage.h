@@ -11,6 +11,11 @@
  *   mount: SPEC/<n>                a directory on the operator's shared
  *                                  mount at SPEC, which must be a mount of
  *                                  its own (never the host's root disk)
+ *   glusterfs: DATA/storage/glusterfs/<n>
+ *                                  a directory of the Gluster volume SPEC
+ *                                  (SERVER:/VOLUME), which the agent mounts
+ *                                  itself; bound only once it has the
+ *                                  quota (storage-gluster.h)
  *
  * The agent never follows what a renter made inside: usage is the file
  * system's (statvfs) for local, and a walk that opens each directory with
@@ -26,7 +31,9 @@
 #define STORAGE_MOUNT "/root/storage"
 
 /* Makes renter `number`'s storage ready on this host as `backend` says
- * (local: creates, mounts and grows the image; mount: makes SPEC/<n>) and
+ * (local: creates, mounts and grows the image; mount: makes SPEC/<n>;
+ * glusterfs: mounts the volume, makes <n> and waits up to a minute for its
+ * quota) and
  * returns the host path to bind at STORAGE_MOUNT; the caller frees it.
  * Serialised within the process. */
 char *storage_prepare(const char *data_dir, json_t *backend, int64_t number, struct sl_error *err);

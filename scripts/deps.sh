@@ -8,17 +8,21 @@
 #   scripts/deps.sh bench   build + node + wrk, jq, pytest (bench/*.py import the integration
 #                           tests' conftest.py, which imports pytest; settle.sh uses sqlite3)
 # build, run and test also install nodejs and npm (the web console, console/, is built with
-# npm); test adds chromium for the browser tests (tests/browser/).
+# npm); test adds chromium for the browser tests (tests/browser/). build has libpq-dev (suanlid
+# links libpq for its PostgreSQL store); test and bench add the PostgreSQL 15 server that
+# scripts/pg-test.sh starts (make unit-pg, integration-pg; bench/store.py), which run never needs.
+# node has Gluster's FUSE client (the glusterfs file storage backend); test and bench add
+# glusterfs-server, whose glusterd t663 and bench/storage.py start on their own addresses.
 set -eu
 purpose=${1:-build}
 build="build-essential pkg-config libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev
-libsqlite3-dev libsodium-dev libyaml-dev libarchive-dev liblzma-dev libcrypt-dev sqlite3 curl ca-certificates"
+libsqlite3-dev libpq-dev libsodium-dev libyaml-dev libarchive-dev liblzma-dev libcrypt-dev sqlite3 curl ca-certificates"
 node="runc containernetworking-plugins mmdebstrap iptables e2fsprogs iproute2 util-linux
-openssh-client rsync nginx nftables lxcfs"
+openssh-client rsync nginx nftables lxcfs glusterfs-client"
 test="$build $node python3 python3-pytest python3-yaml clang libclang-rt-14-dev clang-format
-jq procps crun chromium python3-aiosmtpd"
+jq procps crun chromium python3-aiosmtpd postgresql-15 glusterfs-server attr"
 run="$build $node jq"
-bench="$build $node wrk python3 python3-pytest jq"
+bench="$build $node wrk python3 python3-pytest jq postgresql-15 glusterfs-server"
 case "$purpose" in
 build) want=$build ;;
 run) want=$run ;;

@@ -15,7 +15,7 @@ out=${FUZZ_BUILD:-build-fuzz}
 bin=$out/fuzz-api
 cc=${CC_FUZZ:-clang}
 jobs=${FUZZ_JOBS:-2}
-pkgs="libmicrohttpd jansson libcurl sqlite3 libsodium libarchive liblzma"
+pkgs="libmicrohttpd jansson libcurl sqlite3 libpq libsodium libarchive liblzma"
 
 command -v "$cc" >/dev/null || {
     echo "fuzz.sh: $cc not found: run scripts/deps.sh test" >&2

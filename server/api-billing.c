@@ -183,13 +183,16 @@ int api_bill_charges(struct api_request *req, struct api_response *res, struct s
         api_page_params(req, &limit, &after, err) < 0)
         return -1;
     const char *kind = api_query(req, "kind");
-    static const char *const kinds[] = { "gpu", "nogpu", "data_disk", "plan", "plan_refund" };
+    static const char *const kinds[] = { "gpu",           "nogpu", "data_disk",  "file_storage",
+                                         "image_storage", "plan",  "plan_refund" };
     bool known = !kind;
     for (size_t i = 0; kind && i < ARRAY_SIZE(kinds); i++)
         known |= strcmp(kind, kinds[i]) == 0;
     if (!known)
         return sl_fail(err, SL_E_INVALID, "invalid_parameter",
-                       "kind must be gpu, nogpu, data_disk, plan or plan_refund (not '%s')", kind);
+                       "kind must be gpu, nogpu, data_disk, file_storage, image_storage, plan or "
+                       "plan_refund (not '%s')",
+                       kind);
     if (day) {
         cleanup_free char *midnight = xasprintf("%sT00:00:00Z", day);
         struct sl_error why = SL_ERROR_INIT;
@@ -245,7 +248,7 @@ static json_t *meter_json(struct db_rows *rows, void *ctx)
     int64_t rate = 0;
 
     (void)ctx;
-    /* cannot fail: a meter's period is an hour or a day, its amount >= 0 */
+    /* cannot fail: a meter's period is positive, its amount >= 0 */
     if (sl_money_per_hour(db_int(rows, 4), db_int(rows, 5), &rate, &err) < 0)
         log_error("meter %" PRId64 ": %s", db_int(rows, 0), err.message);
     return json_pack("{s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:I, s:I}", "seq",
@@ -272,6 +275,32 @@ int api_instances_meters(struct api_request *req, struct api_response *res, stru
         " WHERE instance_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
         DB_ARGS(DB_TEXT(req->instance.id), DB_INT(after), DB_INT(limit)), err);
     return rows ? api_reply_rows(res, rows, meter_json, NULL, limit, err) : -1;
+}
+
+static json_t *renter_meter_json(struct db_rows *rows, void *ctx)
+{
+    json_t *j = meter_json(rows, ctx);
+
+    if (j)
+        json_object_set_new(j, "region", json_string(db_text(rows, 11)));
+    return j;
+}
+
+/* GET /v1/meters: the caller's meters that belong to no instance: file
+ * storage (per region) and saved images (docs/design/billing.md). */
+int api_meters(struct api_request *req, struct api_response *res, struct sl_error *err)
+{
+    int64_t limit, after;
+
+    if (api_page_params(req, &limit, &after, err) < 0)
+        return -1;
+    cleanup_rows struct db_rows *rows = store_query(
+        req->srv->store,
+        "SELECT seq, item, quantity, unit_price_micros, amount_micros, period_s, started_at,"
+        " ended_at, settled_until, charged_micros, settlements, region_id FROM meters"
+        " WHERE user_id = ?1 AND instance_id = '' AND seq > ?2 ORDER BY seq LIMIT ?3",
+        DB_ARGS(DB_TEXT(req->caller.user_id), DB_INT(after), DB_INT(limit)), err);
+    return rows ? api_reply_rows(res, rows, renter_meter_json, NULL, limit, err) : -1;
 }
 
 int api_instances_plan(struct api_request *req, struct api_response *res, struct sl_error *err)

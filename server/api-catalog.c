@@ -530,10 +530,13 @@ int api_admin_prices_create(struct api_request *req, struct api_response *res, s
     if (api_body_fields(req, fields, ARRAY_SIZE(fields), err) < 0)
         return -1;
     if (strcmp(item, CATALOG_NOGPU) && strcmp(item, CATALOG_DATA_DISK) &&
-        strcmp(item, CATALOG_FILE_STORAGE))
+        strcmp(item, CATALOG_FILE_STORAGE) && strcmp(item, CATALOG_IMAGE_STORAGE))
         return sl_fail(err, SL_E_INVALID, "invalid_field",
-                       "item must be nogpu, data_disk or file_storage (GPU prices change with "
-                       "PATCH /v1/admin/gpu-models/{id})");
+                       "item must be nogpu, data_disk, file_storage or image_storage (GPU prices "
+                       "change with PATCH /v1/admin/gpu-models/{id})");
+    if (strcmp(item, CATALOG_IMAGE_STORAGE) == 0 && region && *region)
+        return sl_fail(err, SL_E_INVALID, "invalid_field",
+                       "image_storage has one price for every region: leave region out");
     if (strcmp(item, CATALOG_NOGPU) == 0 && free_gib)
         return sl_fail(err, SL_E_INVALID, "invalid_field", "free_gib applies to disks only");
     if (region && !*region)

@@ -1,4 +1,5 @@
 /* Liveness and Prometheus metrics. */
+#include "instance-metrics.h"
 #include "metrics.h"
 #include "routes.h"
 
@@ -58,6 +59,11 @@ int api_metrics(struct api_request *req, struct api_response *res, struct sl_err
                 "# HELP suanli_uptime_seconds Seconds since suanlid started.\n"
                 "# TYPE suanli_uptime_seconds gauge\nsuanli_uptime_seconds %lld\n",
                 (long long)(sl_time_now() - req->srv->started_at));
+    /* each running instance's latest sample, with its renter: for the
+     * operator's scrape (an admin's token), never for anyone else */
+    if (req->caller.admin &&
+        instance_metrics_render_prom(st, &out, sl_time_now(), METRICS_PROM_STALE, err) < 0)
+        return -1;
     res->raw = sl_buf_detach(&out, &res->raw_len);
     res->content_type = "text/plain; version=0.0.4; charset=utf-8";
     res->status = 200;

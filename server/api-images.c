@@ -2,6 +2,7 @@
  * control plane records the wish, every node of the region builds it (the
  * recipe) and reports what it holds (DESIGN.md section 6). */
 #include "archive-check.h"
+#include "billing.h"
 #include "image-save.h"
 #include "routes.h"
 
@@ -92,7 +93,7 @@ int api_images_list(struct api_request *req, struct api_response *res, struct sl
         return -1;
     cleanup_rows struct db_rows *rows =
         store_query(req->srv->store,
-                    IMAGE_SELECT " WHERE i.seq > ?1 AND (?3 OR (i.parent != '' AND"
+                    IMAGE_SELECT " WHERE i.seq > ?1 AND (?3 = 1 OR (i.parent != '' AND"
                                  " i.created_by = ?4) OR (EXISTS (SELECT 1 FROM node_images x"
                                  " WHERE x.name = i.name AND x.state = 'ready')"
                                  " AND " IMAGE_VISIBLE("?4") "))"
@@ -445,7 +446,8 @@ int api_admin_images_delete(struct api_request *req, struct api_response *res, s
     int64_t in_use;
 
     cleanup_rows struct db_rows *img = store_query(
-        srv->store, "SELECT recipe FROM images WHERE name = ?1", DB_ARGS(DB_TEXT(name)), err);
+        srv->store, "SELECT recipe, COALESCE(created_by, '') FROM images WHERE name = ?1",
+        DB_ARGS(DB_TEXT(name)), err);
     if (!img)
         return -1;
     int rc = db_next(img, err);
@@ -455,6 +457,7 @@ int api_admin_images_delete(struct api_request *req, struct api_response *res, s
         return sl_fail(err, SL_E_NOT_FOUND, "no_such_image",
                        "no image '%s': list them with suanli image ls", name);
     cleanup_free char *recipe = xstrdup(db_text(img, 0));
+    cleanup_free char *owner = xstrdup(db_text(img, 1));
     if (store_get_int(srv->store,
                       "SELECT COUNT(*) FROM instances WHERE image = ?1 AND state != 'released'",
                       DB_ARGS(DB_TEXT(name)), &in_use, err) < 0)
@@ -490,7 +493,8 @@ int api_admin_images_delete(struct api_request *req, struct api_response *res, s
         store_exec(srv->store,
                    "UPDATE nodes SET desired_revision = desired_revision + 1"
                    " WHERE removed_at IS NULL",
-                   DB_NO_ARGS, err) < 0)
+                   DB_NO_ARGS, err) < 0 ||
+        (*owner && billing_image_storage_update(srv->store, owner, err) < 0))
         return -1;
     int64_t shared = 0;
     /* an admin's upload, or a saved image's layer (image-save.h) */

@@ -2,6 +2,8 @@
  * heartbeats for the agents (DESIGN.md section 1). */
 #include "clones.h"
 #include "datasets.h"
+#include "hints.h"
+#include "instance-metrics.h"
 #include "instances.h"
 #include "nodes.h"
 #include "routes.h"
@@ -11,9 +13,11 @@
 
 #include "../lib/cleanup.h"
 #include "../lib/crypto.h"
+#include "../lib/log.h"
 #include "../lib/timefmt.h"
 #include "../lib/timeconst.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -233,9 +237,45 @@ int api_nodes_enroll(struct api_request *req, struct api_response *res, struct s
     return 0;
 }
 
+/* The metrics of the node's instances; an entry about an instance that is
+ * not the node's is skipped (and logged), never stored. At most once a
+ * minute, every instance's rows past their keep go too. */
+static int heartbeat_metrics(struct api_request *req, json_t *metrics, struct sl_error *err)
+{
+    static _Atomic int64_t last_sweep;
+    struct metrics_policy p;
+    int64_t now = sl_time_now(), swept = atomic_load(&last_sweep);
+    size_t skipped;
+
+    api_metrics_policy(req->srv, &p);
+    if (instance_metrics_apply(req->srv->store, &p, req->params[0], metrics, now, &skipped, err) <
+        0)
+        return -1;
+    if (skipped)
+        log_warn("metrics: node %s sent %zu entries suanlid skipped (another node's instance, "
+                 "a released one, or malformed)",
+                 req->params[0], skipped);
+    /* what the newest samples say (hints.h): of this node's instances only */
+    size_t i;
+    json_t *e;
+    json_array_foreach(metrics, i, e)
+    {
+        const char *id = json_string_value(json_object_get(e, "id"));
+        if (id && hints_observe_latest(req->srv->store, id, req->params[0], req->srv->cfg.currency,
+                                       err) < 0)
+            return -1;
+    }
+    if (now - swept >= 60 && atomic_compare_exchange_strong(&last_sweep, &swept, now))
+        return instance_metrics_sweep(req->srv->store, &p, now, err) < 0 ||
+                       hints_sweep(req->srv->store, err) < 0
+                   ? -1
+                   : 0;
+    return 0;
+}
+
 int api_nodes_heartbeat(struct api_request *req, struct api_response *res, struct sl_error *err)
 {
-    json_t *inventory = NULL, *instances = NULL, *activity = NULL;
+    json_t *inventory = NULL, *instances = NULL, *activity = NULL, *metrics = NULL;
     int64_t revision = 0, transfer_port = 0;
     bool terminals = false;
     const struct sl_json_field fields[] = {
@@ -252,6 +292,9 @@ int api_nodes_heartbeat(struct api_request *req, struct api_response *res, struc
         { "transfer_port", SL_JSON_INT, .min = 0, .max = 65535, .out = &transfer_port },
         /* whether it serves the browser's terminal (terminal.h) */
         { "terminals", SL_JSON_BOOL, .out = &terminals },
+        /* samples of its instances' metrics (instance-metrics.h); agents
+         * before it send none */
+        { "metrics", SL_JSON_ARRAY, .max_len = 4096, .out = &metrics },
     };
     int64_t desired;
 
@@ -267,6 +310,8 @@ int api_nodes_heartbeat(struct api_request *req, struct api_response *res, struc
         return -1;
     /* after the states: an instance that just reached running starts idle */
     if (activity && stops_apply_activity(req->srv, req->params[0], activity, err) < 0)
+        return -1;
+    if (metrics && heartbeat_metrics(req, metrics, err) < 0)
         return -1;
     /* how far the node has caught up, for operators */
     if (store_exec(req->srv->store, "UPDATE nodes SET reported_revision = ?2 WHERE id = ?1",

@@ -1,10 +1,12 @@
 /* File storage as renters see it and operators set it (storage.h):
  * GET /v1/storage, GET and POST /v1/admin/storage. */
+#include "billing.h"
 #include "catalog.h"
 #include "routes.h"
 #include "storage.h"
 
 #include "../lib/cleanup.h"
+#include "../lib/money.h"
 #include "../lib/timefmt.h"
 
 #include <string.h>
@@ -34,15 +36,20 @@ static json_t *dir_json(struct db_rows *rows, void *ctx)
     if (storage_backend_get(st, region, &b, &err) < 0 ||
         price(st, region, &per, &free_gib, &err) < 0)
         return NULL;
-    /* whole GiB over the free size, rounded up; no meter charges them yet
-     * (docs/design/billing.md): `billed` says so */
+    /* whole GiB over the free size, rounded up (for reading); the meter
+     * bills whole MiB over it, rounded down, at the price of when its
+     * quantity last changed (docs/design/billing.md, "Storage meters") */
     int64_t used_gib = (used + GIB - 1) / GIB;
     int64_t over_gib = used_gib > free_gib ? used_gib - free_gib : 0;
-    return json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:b, s:o}", "region", region, "kind",
-                     b.kind, "path", "/root/storage", "used_bytes", (json_int_t)used, "quota_bytes",
-                     (json_int_t)(b.quota_gib * GIB), "free_bytes", (json_int_t)(free_gib * GIB),
-                     "price_per_gib_day_micros", (json_int_t)per, "over_free_gib",
-                     (json_int_t)over_gib, "billed", 0, "used_at",
+    int64_t mib = billing_storage_mib_over(used, free_gib), per_day = 0;
+    if (sl_money_prorate(mib, per, 1024, &per_day, &err) < 0)
+        per_day = 0;
+    return json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:o}", "region",
+                     region, "kind", b.kind, "path", "/root/storage", "used_bytes",
+                     (json_int_t)used, "quota_bytes", (json_int_t)(b.quota_gib * GIB), "free_bytes",
+                     (json_int_t)(free_gib * GIB), "price_per_gib_day_micros", (json_int_t)per,
+                     "over_free_gib", (json_int_t)over_gib, "over_free_mib", (json_int_t)mib,
+                     "per_day_micros", (json_int_t)per_day, "billed", 1, "used_at",
                      db_null(rows, 3) ? json_null() : api_time(db_int(rows, 3)));
 }
 

@@ -235,16 +235,20 @@ static void reply_error(struct api_response *res, const struct sl_error *err)
 static int resolve_instance(struct api_request *req, struct sl_error *err)
 {
     bool node = req->route->flags & API_NODE;
+    bool any = (req->route->flags & API_ADMIN_READS) && req->caller.admin && !node;
     const char *id = req->params[node ? 1 : 0];
     cleanup_rows struct db_rows *rows =
-        node ? store_query(req->srv->store,
-                           "SELECT id, user_id, node_id, state FROM instances"
-                           " WHERE id = ?1 AND node_id = ?2 AND state != 'released'",
-                           DB_ARGS(DB_TEXT(id), DB_TEXT(req->caller.node_id)), err)
-             : store_query(req->srv->store,
-                           "SELECT id, user_id, node_id, state FROM instances"
-                           " WHERE id = ?1 AND user_id = ?2",
-                           DB_ARGS(DB_TEXT(id), DB_TEXT(req->caller.user_id)), err);
+        any    ? store_query(req->srv->store,
+                             "SELECT id, user_id, node_id, state FROM instances WHERE id = ?1",
+                             DB_ARGS(DB_TEXT(id)), err)
+        : node ? store_query(req->srv->store,
+                             "SELECT id, user_id, node_id, state FROM instances"
+                             " WHERE id = ?1 AND node_id = ?2 AND state != 'released'",
+                             DB_ARGS(DB_TEXT(id), DB_TEXT(req->caller.node_id)), err)
+               : store_query(req->srv->store,
+                             "SELECT id, user_id, node_id, state FROM instances"
+                             " WHERE id = ?1 AND user_id = ?2",
+                             DB_ARGS(DB_TEXT(id), DB_TEXT(req->caller.user_id)), err);
     struct api_instance *in = &req->instance;
     int rc;
 

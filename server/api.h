@@ -142,6 +142,9 @@ enum api_route_flags {
      * instances only. */
     API_INSTANCE = 1 << 8,
     API_FRONT = 1 << 9, /* the front door's nginx only, with the front's token (front.h) */
+    /* with API_INSTANCE on a renter's route that only reads: an admin's
+     * {id} may be any instance, not only their own (others still get 404) */
+    API_ADMIN_READS = 1 << 10,
 };
 
 struct api_route {

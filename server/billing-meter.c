@@ -24,15 +24,26 @@
  * few tens of milliseconds behind one. */
 #define SETTLE_CHUNK 5000
 
+/* heartbeat: where the meter's evidence of use ends: its host's last
+ * report, a file storage meter's last sample of the use (a renter-wide
+ * meter has no host), INT64_MAX for saved images (their size changes only
+ * through suanlid) */
 struct meter {
     int64_t seq, amount, period, started, ended, settled, charged, settlements, heartbeat;
+    int64_t quantity;
     char instance_id[SL_ID_MAX], user_id[SL_ID_MAX], node_id[SL_ID_MAX], item[16];
 };
 
 #define METER_COLUMNS                                                                              \
     "m.seq, m.amount_micros, m.period_s, m.started_at, COALESCE(m.ended_at, -1),"                  \
     " m.settled_until, m.charged_micros, m.settlements, COALESCE(n.last_heartbeat, 0),"            \
-    " m.instance_id, m.user_id, m.node_id, m.item"
+    " m.instance_id, m.user_id, m.node_id, m.item, COALESCE(s.used_at, 0), m.quantity"
+
+/* a renter-wide meter has no host (node_id ''); file storage's evidence is
+ * its directory's last sample */
+#define METER_FROM                                                                                 \
+    " FROM meters m LEFT JOIN nodes n ON n.id = m.node_id LEFT JOIN storage_dirs s"                \
+    " ON m.item = 'file_storage' AND s.user_id = m.user_id AND s.region_id = m.region_id"
 
 static void meter_read(struct db_rows *rows, struct meter *m)
 {
@@ -49,6 +60,11 @@ static void meter_read(struct db_rows *rows, struct meter *m)
     snprintf(m->user_id, sizeof(m->user_id), "%s", db_text(rows, 10));
     snprintf(m->node_id, sizeof(m->node_id), "%s", db_text(rows, 11));
     snprintf(m->item, sizeof(m->item), "%s", db_text(rows, 12));
+    m->quantity = db_int(rows, 14);
+    if (strcmp(m->item, "file_storage") == 0)
+        m->heartbeat = db_int(rows, 13);
+    else if (strcmp(m->item, "image_storage") == 0)
+        m->heartbeat = INT64_MAX;
 }
 
 /* Reads the meters a query selects (its columns: METER_COLUMNS). */
@@ -112,8 +128,8 @@ static int charge(struct store *st, struct batch *b, const struct meter *m, int6
                   int64_t to, int64_t amount, struct sl_error *err)
 {
     if (!b->key[0])
-        snprintf(b->key, sizeof(b->key), "settle:%s:%" PRId64 ":%" PRId64, m->instance_id, m->seq,
-                 n);
+        snprintf(b->key, sizeof(b->key), "settle:%s:%" PRId64 ":%" PRId64,
+                 m->instance_id[0] ? m->instance_id : m->user_id, m->seq, n);
     if (sl_money_add(b->total, amount, &b->total, err) < 0)
         return -1;
     b->count++;
@@ -206,10 +222,17 @@ static int settle_all(struct store *st, struct meter *ms, size_t n, int64_t now,
     return batch_end(st, &b, err);
 }
 
-/* Where a meter can be charged to now: not past its host's last report. */
+/* Where a meter can be charged to now: not past its host's last report.
+ * A file storage meter is charged up to its last sample of the use while
+ * samples come (so that a fall in use can still be dated back to the
+ * sample before it, billing_file_storage_sample), and up to now once none
+ * came for BILLING_SAMPLE_LIVE_S: no host mounts the storage, so nothing
+ * can change what it holds. */
 static int64_t billable_until(const struct meter *m, int64_t now)
 {
     int64_t to = min64(now, m->heartbeat);
+    if (strcmp(m->item, "file_storage") == 0 && now - m->heartbeat > BILLING_SAMPLE_LIVE_S)
+        to = now;
     return to < m->settled ? m->settled : to;
 }
 
@@ -328,12 +351,11 @@ static int close_meters(struct server *srv, const char *instance_id, int which, 
                    DB_ARGS(DB_TEXT(instance_id), DB_INT(now), DB_INT(which)), err) < 0)
         return -1;
     /* settle what just ended, as far as the host has reported */
-    cleanup_free struct meter *ms =
-        meters_load(st,
-                    "SELECT " METER_COLUMNS " FROM meters m JOIN nodes n ON n.id = m.node_id"
-                    " WHERE m.instance_id = ?1 AND m.ended_at IS NOT NULL"
-                    " AND m.settled_until < m.ended_at",
-                    DB_ARGS(DB_TEXT(instance_id)), &n, err);
+    cleanup_free struct meter *ms = meters_load(
+        st,
+        "SELECT " METER_COLUMNS METER_FROM " WHERE m.instance_id = ?1 AND m.ended_at IS NOT NULL"
+        " AND m.settled_until < m.ended_at",
+        DB_ARGS(DB_TEXT(instance_id)), &n, err);
     if (!ms)
         return -1;
     return settle_all(st, ms, n, now, billable_until, err);
@@ -370,7 +392,7 @@ int billing_host_reported(struct server *srv, const char *node_id, struct sl_err
      * end it there, and start the open ones again now */
     cleanup_free struct meter *ms =
         meters_load(st,
-                    "SELECT " METER_COLUMNS " FROM meters m JOIN nodes n ON n.id = m.node_id"
+                    "SELECT " METER_COLUMNS METER_FROM
                     " WHERE m.node_id = ?1 AND (m.ended_at IS NULL OR m.ended_at > ?2)",
                     DB_ARGS(DB_TEXT(node_id), DB_INT(last)), &n, err);
     if (!ms)
@@ -466,7 +488,7 @@ int billing_settle(struct server *srv, struct billing_stats *stats, struct sl_er
     do {
         cleanup_free struct meter *ms = meters_load(
             st,
-            "SELECT " METER_COLUMNS " FROM meters m JOIN nodes n ON n.id = m.node_id"
+            "SELECT " METER_COLUMNS METER_FROM
             " WHERE m.ended_at IS NULL AND (m.user_id, m.seq) > (?1, ?2)"
             " ORDER BY m.user_id, m.seq LIMIT ?3",
             DB_ARGS(DB_TEXT(after_user), DB_INT(after_seq), DB_INT(SETTLE_CHUNK)), &n, err);
@@ -483,7 +505,7 @@ int billing_settle(struct server *srv, struct billing_stats *stats, struct sl_er
     do {
         cleanup_free struct meter *ms = meters_load(
             st,
-            "SELECT " METER_COLUMNS " FROM meters m JOIN nodes n ON n.id = m.node_id"
+            "SELECT " METER_COLUMNS METER_FROM
             " WHERE m.ended_at IS NOT NULL AND m.settled_until < m.ended_at AND m.seq > ?1"
             " ORDER BY m.seq LIMIT ?2",
             DB_ARGS(DB_INT(after_seq), DB_INT(SETTLE_CHUNK)), &n, err);
@@ -547,4 +569,51 @@ int billing_instance_charged(struct store *st, const char *instance_id, int64_t 
                         "SELECT amount_micros, period_s FROM meters"
                         " WHERE instance_id = ?1 AND ended_at IS NULL",
                         instance_id, rate_per_hour, err);
+}
+
+int billing_renter_meter_set(struct store *st, const char *user_id, const char *item,
+                             const char *region, int64_t quantity, int64_t unit_price,
+                             int64_t period, int64_t at, int64_t at_if_lower, struct sl_error *err)
+{
+    size_t n;
+    cleanup_free struct meter *ms =
+        meters_load(st,
+                    "SELECT " METER_COLUMNS METER_FROM " WHERE m.user_id = ?1 AND m.item = ?2"
+                    " AND m.region_id = ?3 AND m.instance_id = '' AND m.ended_at IS NULL",
+                    DB_ARGS(DB_TEXT(user_id), DB_TEXT(item), DB_TEXT(region)), &n, err);
+
+    if (!ms)
+        return -1;
+    if (n > 0) {
+        struct meter *m = &ms[0];
+        struct batch b;
+        if (m->quantity == quantity)
+            return 0; /* same use: the meter (and its rates) go on */
+        int64_t end = quantity < m->quantity ? at_if_lower : at;
+        /* never end before what is charged already, nor before the start */
+        if (end < m->settled)
+            end = m->settled;
+        at = end;
+        if (store_exec(st, "UPDATE meters SET ended_at = ?2 WHERE seq = ?1",
+                       DB_ARGS(DB_INT(m->seq), DB_INT(end)), err) < 0)
+            return -1;
+        m->ended = end;
+        batch_begin(&b, m->user_id);
+        if (settle_to(st, &b, m, end, err) < 0 || batch_end(st, &b, err) < 0)
+            return -1;
+    }
+    if (quantity <= 0 || unit_price <= 0)
+        return 0;
+    int64_t amount;
+    if (sl_money_mul(unit_price, quantity, &amount, err) < 0)
+        return -1;
+    return store_exec(st,
+                      "INSERT INTO meters (user_id, region_id, item, quantity, unit_price_micros,"
+                      " amount_micros, period_s, started_at, settled_until)"
+                      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
+                      DB_ARGS(DB_TEXT(user_id), DB_TEXT(region), DB_TEXT(item), DB_INT(quantity),
+                              DB_INT(unit_price), DB_INT(amount), DB_INT(period), DB_INT(at)),
+                      err) < 0
+               ? -1
+               : 0;
 }

@@ -3,12 +3,15 @@
  *
  * A meter is one billed interval of one instance at rates snapshotted when
  * it began: GPU mode (gpus x model price per hour), no-GPU mode (flat per
- * hour) or the data disk (GiB over the free size x price per GiB-day). A
+ * hour) or the data disk (GiB over the free size x price per GiB-day); or
+ * of one renter (instance_id and node_id ''): file storage per region and
+ * saved images, MiB over a free size (see "Renter-wide meters" below). A
  * meter of `amount` per `period` seconds that started at s has cost
  * floor(amount * (t - s) / period) by time t; a settlement adds what that
  * formula grew by since the previous one, so no frequency drifts.
  *
- * A meter is charged up to min(now, its end, its host's last heartbeat):
+ * A meter is charged up to min(now, its end, its host's last heartbeat;
+ * for file storage, its last sample while samples come):
  * time after a host's last report is never billed before the host reports
  * again, and when it reports after a silence longer than
  * nodes.offline_after, the silence is cut out of every meter (each open
@@ -16,10 +19,10 @@
  * now) and prepaid plans are lengthened by it.
  *
  * Each settlement is a `charges` row keyed (meter, sequence N): the key
- * "settle:INSTANCE:METER:N" exists once. A renter's settlements of one
- * store transaction are one ledger transaction moving their sum, written
- * with the meters' new positions. Every settlement also splits at UTC
- * midnight so that a day's bill is exact.
+ * "settle:INSTANCE:METER:N" (USER for a renter-wide meter) exists once. A
+ * renter's settlements of one store transaction are one ledger transaction
+ * moving their sum, written with the meters' new positions. Every
+ * settlement also splits at UTC midnight so that a day's bill is exact.
  *
  * "Now" is sl_time_now(): tests install a fake clock. */
 #ifndef SL_BILLING_H
@@ -46,6 +49,40 @@ int billing_resize_storage(struct server *srv, const char *instance_id, struct s
 /* Ends the instance's compute meter (and, with storage, every meter) now
  * and settles it. */
 int billing_close(struct server *srv, const char *instance_id, bool storage, struct sl_error *err);
+
+/* Renter-wide meters (docs/design/billing.md, "Storage meters"): file
+ * storage per renter and region, saved images per renter. Their quantity
+ * is MiB over the free size, their price per GiB-day: a meter of q MiB at
+ * p micros per GiB-day has amount q * p per BILLING_STORAGE_PERIOD_S (1024
+ * days), exact to the byte-free MiB with no rounding but the formula's
+ * floor. */
+#define BILLING_STORAGE_UNIT     (1024LL * 1024)
+#define BILLING_STORAGE_PERIOD_S (1024LL * 86400)
+/* A file storage sample older than this means no host mounts it. */
+#define BILLING_SAMPLE_LIVE_S 300
+
+/* The whole MiB of used_bytes over free_gib GiB (rounded down: a part of
+ * a MiB is never billed); 0 when used is at most the free size. */
+int64_t billing_storage_mib_over(int64_t used_bytes, int64_t free_gib);
+
+/* The renter-wide meter (user, item, region) gets quantity: when it
+ * differs from the open meter's, that meter ends (at `at`, or at
+ * at_if_lower when the quantity fell; never before what it has charged)
+ * and is settled, and a meter of quantity at unit_price per period opens
+ * at the same second (none for quantity 0 or price 0). Runs in the
+ * caller's transaction. */
+int billing_renter_meter_set(struct store *st, const char *user_id, const char *item,
+                             const char *region, int64_t quantity, int64_t unit_price,
+                             int64_t period, int64_t at, int64_t at_if_lower, struct sl_error *err);
+/* A host sampled the renter's file storage in region: used_bytes now,
+ * previous_at the time of the sample before (0: none). A rise is billed
+ * from now, a fall from the previous sample: each interval between two
+ * samples is billed at the lower of them. */
+int billing_file_storage_sample(struct store *st, const char *user_id, const char *region,
+                                int64_t used_bytes, int64_t previous_at, struct sl_error *err);
+/* The renter's saved images changed (a layer stored, an image deleted):
+ * the image_storage meter follows their layers' bytes from now. */
+int billing_image_storage_update(struct store *st, const char *user_id, struct sl_error *err);
 
 /* Called when a node reports (its last_heartbeat not yet updated to now):
  * when it was silent longer than nodes.offline_after, cuts the silence out

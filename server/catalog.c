@@ -107,10 +107,14 @@ static int seed_prices(struct store *st, json_t *prices, struct sl_error *err)
         { CATALOG_NOGPU, "nogpu_per_hour_micros", NULL },
         { CATALOG_DATA_DISK, "data_disk_per_gib_day_micros", "data_disk_free_gib" },
         { CATALOG_FILE_STORAGE, "file_storage_per_gib_day_micros", "file_storage_free_gib" },
+        /* optional: catalogs older than saved images have none */
+        { CATALOG_IMAGE_STORAGE, "image_storage_per_gib_day_micros", "image_storage_free_gib" },
     };
 
     for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
         json_t *p = json_object_get(prices, rows[i].price_key);
+        if (!p && strcmp(rows[i].item, CATALOG_IMAGE_STORAGE) == 0)
+            continue;
         json_t *f = rows[i].free_key ? json_object_get(prices, rows[i].free_key) : NULL;
         if (!json_is_integer(p) || json_integer_value(p) < 0 || (f && !json_is_integer(f)))
             return sl_fail(err, SL_E_INVALID, "invalid_catalog",

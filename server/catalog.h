@@ -13,6 +13,9 @@
 #define CATALOG_NOGPU        "nogpu"        /* per hour */
 #define CATALOG_DATA_DISK    "data_disk"    /* per GiB-day over free_gib */
 #define CATALOG_FILE_STORAGE "file_storage" /* per GiB-day over free_gib */
+/* saved images, per renter over free_gib, per GiB-day; one price for every
+ * region (images are the renter's, not a region's) */
+#define CATALOG_IMAGE_STORAGE "image_storage"
 
 int catalog_region_create(struct store *st, const char *id, const char *name, bool sample,
                           struct sl_error *err);

@@ -2,6 +2,7 @@
  * it (image-save.h). The host of the instance captures the system disk's
  * changes as one layer and uploads it here; the image then reaches every
  * host of the region as an uploaded archive does (instance-sync.c). */
+#include "billing.h"
 #include "image-save.h"
 #include "routes.h"
 
@@ -183,6 +184,21 @@ static int node_save(struct server *srv, const char *node_id, const char *name, 
     return rc;
 }
 
+/* The image's owner's image_storage meter follows their saved images. */
+static int image_storage_follows(struct server *srv, const char *name, struct sl_error *err)
+{
+    cleanup_rows struct db_rows *rows =
+        store_query(srv->store, "SELECT COALESCE(created_by, '') FROM images WHERE name = ?1",
+                    DB_ARGS(DB_TEXT(name)), err);
+    int rc;
+
+    if (!rows || (rc = db_next(rows, err)) < 0)
+        return -1;
+    return rc == 0 || !*db_text(rows, 0)
+               ? 0
+               : billing_image_storage_update(srv->store, db_text(rows, 0), err);
+}
+
 /* PUT /v1/nodes/{id}/saves/{image}/layer: the captured layer, a tar with
  * OCI whiteouts; kept as DATA/uploads/<sha256>.archive, where every host of
  * the region fetches it (GET /v1/nodes/{id}/uploads/{sha256}). */
@@ -216,7 +232,7 @@ int api_nodes_save_layer(struct api_request *req, struct api_response *res, stru
                    " WHERE name = ?1",
                    DB_ARGS(DB_TEXT(name), DB_TEXT(recipe), DB_INT((int64_t)req->upload_size)),
                    err) < 0 ||
-        bump_nodes(srv, region, err) < 0)
+        bump_nodes(srv, region, err) < 0 || image_storage_follows(srv, name, err) < 0)
         return -1;
     log_info("image %s: layer %.12s (%" PRIu64 " bytes) saved", name, req->upload_sha256,
              req->upload_size);
@@ -336,7 +352,8 @@ int api_images_delete(struct api_request *req, struct api_response *res, struct 
             0 ||
         store_exec(srv->store, "DELETE FROM image_shares WHERE image = ?1", DB_ARGS(DB_TEXT(name)),
                    err) < 0 ||
-        bump_nodes(srv, "", err) < 0)
+        bump_nodes(srv, "", err) < 0 ||
+        billing_image_storage_update(srv->store, req->caller.user_id, err) < 0)
         return -1;
     if (strncmp(recipe, "layer:", 6) == 0 && strlen(recipe + 6) == 64 &&
         strspn(recipe + 6, "0123456789abcdef") == 64) {

@@ -104,6 +104,9 @@ json_t *instances_desired(struct server *srv, const char *node_id, struct sl_err
         /* the AutoDL paths, made by the init at the start (node/boot.c) */
         json_object_set_new(json_array_get(items, json_array_size(items) - 1), "autodl_paths",
                             json_boolean(srv->cfg.autodl_paths));
+        /* the renter, for the agent's /metrics labels (node/metrics.h) */
+        json_object_set_new(json_array_get(items, json_array_size(items) - 1), "user_id",
+                            json_string(db_text(rows, 11)));
     }
     if (rc < 0 || ports_desired(srv, items, err) < 0)
         return NULL;

@@ -6,6 +6,7 @@
 #include "api.h"
 #include "billing.h"
 #include "clones.h"
+#include "hints.h"
 #include "migrations.h"
 #include "instance-passwords.h"
 #include "nodes.h"
@@ -126,6 +127,16 @@ json_t *instance_json(struct server *srv, const char *id, const char *user_id, s
               migrations_instance_json(srv, j, err) < 0)) { /* a move's */
         json_decref(j);
         return NULL;
+    }
+    /* what its metrics say (hints.h): none unless it runs */
+    if (j) {
+        json_t *hints =
+            hints_of_instance(srv->store, json_string_value(json_object_get(j, "id")), err);
+        if (!hints) {
+            json_decref(j);
+            return NULL;
+        }
+        json_object_set_new(j, "hints", hints);
     }
     /* last: a lost host shows host_lost in place of the recorded state */
     if (j && nodes_instance_view(srv, j, err) < 0) {

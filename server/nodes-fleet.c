@@ -225,7 +225,8 @@ int nodes_drain(struct server *srv, const char *node_id, const char *reason, boo
         nodes_cordon(srv, node_id, reason, err) < 0 ||
         store_exec(st,
                    "UPDATE nodes SET draining_at = COALESCE(draining_at, ?2),"
-                   " drain_migrate = MAX(drain_migrate, ?3) WHERE id = ?1",
+                   " drain_migrate = CASE WHEN ?3 > drain_migrate THEN ?3 ELSE drain_migrate END"
+                   " WHERE id = ?1",
                    DB_ARGS(DB_TEXT(node_id), DB_INT(sl_time_now()), DB_INT(migrate)), err) < 0)
         return -1;
     struct node_status ns;

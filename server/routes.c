@@ -59,6 +59,7 @@ const struct api_route api_routes[] = {
     R("POST", "/v1/images/{id}/unshare", api_images_unshare, 0),
     R("GET", "/v1/datasets", api_datasets_list, 0),
     R("GET", "/v1/storage", api_storage_list, 0),
+    R("GET", "/v1/meters", api_meters, 0),
 
     R("POST", "/v1/instances", api_instances_create, 0, .prepare = api_instances_create_prepare),
     R("GET", "/v1/instances", api_instances_list, 0),
@@ -73,6 +74,7 @@ const struct api_route api_routes[] = {
     R("POST", "/v1/instances/{id}/migrate", api_instances_migrate, API_INSTANCE),
     R("POST", "/v1/instances/{id}/disk", api_instances_disk, API_INSTANCE),
     R("GET", "/v1/instances/{id}/meters", api_instances_meters, API_INSTANCE),
+    R("GET", "/v1/instances/{id}/metrics", api_instances_metrics, API_INSTANCE | API_ADMIN_READS),
     R("POST", "/v1/instances/{id}/plan", api_instances_plan, API_INSTANCE),
     R("POST", "/v1/instances/{id}/idle-stop", api_instances_idle_stop, API_INSTANCE),
     R("GET", "/v1/instances/{id}/ports", api_instances_ports_list, API_INSTANCE),

@@ -44,6 +44,7 @@ HANDLER(api_admin_bills);
 HANDLER(api_bill_charges);
 HANDLER(api_events);
 HANDLER(api_instances_meters);
+HANDLER(api_meters);
 HANDLER(api_instances_plan);
 HANDLER(api_admin_billing_check);
 HANDLER(api_admin_billing_run);
@@ -141,5 +142,8 @@ HANDLER(api_events_stream);
 /* api-health.c */
 HANDLER(api_healthz);
 HANDLER(api_metrics);
+
+/* api-metrics.c */
+HANDLER(api_instances_metrics);
 
 #endif

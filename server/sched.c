@@ -174,12 +174,14 @@ int sched_host_resources(struct server *srv, const char *node_id, const char *ex
         "SELECT n.cpu_cores, n.memory_mib, (SELECT COUNT(*) FROM gpus g WHERE g.node_id = n.id),"
         " (SELECT COALESCE(SUM(CASE WHEN EXISTS (SELECT 1 FROM gpus g WHERE g.node_id = i.node_id"
         "  AND g.instance_id = i.id) THEN i.cpu_millicores ELSE 0 END + CASE WHEN"
-        "  i.mode = 'nogpu' AND i.desired = 'running' THEN MIN(?3, i.cpu_millicores) ELSE 0 END),"
+        "  i.mode = 'nogpu' AND i.desired = 'running' THEN CASE WHEN ?3 < i.cpu_millicores THEN ?3 "
+        "ELSE i.cpu_millicores END ELSE 0 END),"
         "  0) FROM instances i WHERE i.node_id = n.id AND i.state != 'released'"
         "  AND (?2 IS NULL OR i.id != ?2)),"
         " (SELECT COALESCE(SUM(CASE WHEN EXISTS (SELECT 1 FROM gpus g WHERE g.node_id = i.node_id"
         "  AND g.instance_id = i.id) THEN i.memory_mib ELSE 0 END + CASE WHEN"
-        "  i.mode = 'nogpu' AND i.desired = 'running' THEN MIN(?4, i.memory_mib) ELSE 0 END),"
+        "  i.mode = 'nogpu' AND i.desired = 'running' THEN CASE WHEN ?4 < i.memory_mib THEN ?4 "
+        "ELSE i.memory_mib END ELSE 0 END),"
         "  0) FROM instances i WHERE i.node_id = n.id AND i.state != 'released'"
         "  AND (?2 IS NULL OR i.id != ?2))"
         " FROM nodes n WHERE n.id = ?1",
@@ -462,7 +464,7 @@ static int refuse(struct server *srv, const struct instance_request *rq, const s
                       " JOIN nodes n ON n.id = g.node_id WHERE g.gpu_model_id = ?1"
                       " AND g.instance_id IS NULL AND n.last_heartbeat > ?2"
                       " AND n.cordoned_at IS NULL"
-                      " AND (?3 IS NULL OR n.region_id = ?3) GROUP BY g.node_id)",
+                      " AND (?3 IS NULL OR n.region_id = ?3) GROUP BY g.node_id) per_host",
                       DB_ARGS(DB_TEXT(m->id), DB_INT(cutoff), DB_TEXT(rq->region)), &most, err) < 0)
         return -1;
     if (most >= rq->gpus)

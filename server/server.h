@@ -40,6 +40,7 @@ struct server_config {
     int64_t node_offline_after;
     int64_t node_lost_after; /* silent this long: its instances show host_lost */
     int64_t node_heartbeat_interval;
+    int64_t metrics_fine_keep, metrics_coarse_keep; /* instance-metrics.h */
     int64_t ssh_port_min;
     int64_t ssh_port_max;
     int64_t join_token_ttl;

@@ -188,9 +188,9 @@ static int apply_one(struct server *srv, const char *node_id, json_t *item, stru
     }
     int64_t now = sl_time_now();
     if (store_exec(st,
-                   "UPDATE instances SET idle_since = CASE WHEN ?2 THEN ?3"
+                   "UPDATE instances SET idle_since = CASE WHEN ?2 = 1 THEN ?3"
                    " ELSE COALESCE(idle_since, ?3) END,"
-                   " idle_warned = CASE WHEN ?2 THEN 0 ELSE idle_warned END WHERE id = ?1",
+                   " idle_warned = CASE WHEN ?2 = 1 THEN 0 ELSE idle_warned END WHERE id = ?1",
                    DB_ARGS(DB_TEXT(id), DB_INT(active), DB_INT(now)), err) < 0)
         return -1;
     if (!active || !warned)

@@ -2,7 +2,10 @@
  * (storage.h). */
 #include "storage.h"
 
+#include "billing.h"
+
 #include "../lib/cleanup.h"
+#include "../lib/id.h"
 #include "../lib/json.h"
 #include "../lib/timefmt.h"
 
@@ -25,6 +28,33 @@ int storage_backend_get(struct store *st, const char *region, struct storage_bac
     return 0;
 }
 
+/* SERVER:/VOLUME: a host name or IPv4 address that every host of the
+ * region reaches glusterd at, and a Gluster volume's name (letters, digits,
+ * '-', '_'). Nothing else: the agent passes both to the FUSE client. */
+static int gluster_spec_check(const char *spec, struct sl_error *err)
+{
+    const char *colon = spec ? strstr(spec, ":/") : NULL;
+    size_t host = colon ? (size_t)(colon - spec) : 0;
+    const char *volume = colon ? colon + 2 : "";
+    size_t vlen = strlen(volume);
+
+    if (!colon || host == 0 || host > 253 || vlen == 0 || vlen > 64)
+        return sl_fail(err, SL_E_INVALID, "invalid_field",
+                       "the glusterfs backend's spec is SERVER:/VOLUME, such as "
+                       "gluster1.example.com:/suanli (a server of the volume that every host "
+                       "reaches, and the volume's name)");
+    if (strspn(spec, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") != host ||
+        spec[0] == '-' || spec[0] == '.')
+        return sl_fail(err, SL_E_INVALID, "invalid_field",
+                       "the glusterfs backend's server must be a host name or IPv4 address "
+                       "(letters, digits, '.', '-')");
+    if (strspn(volume, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != vlen)
+        return sl_fail(err, SL_E_INVALID, "invalid_field",
+                       "the glusterfs backend's volume name holds letters, digits, '-' and '_' "
+                       "only (a volume, not a directory in one)");
+    return 0;
+}
+
 int storage_backend_check(const char *kind, const char *spec, struct sl_error *err)
 {
     if (strcmp(kind, "local") == 0) {
@@ -35,12 +65,10 @@ int storage_backend_check(const char *kind, const char *spec, struct sl_error *e
         return 0;
     }
     if (strcmp(kind, "glusterfs") == 0)
-        return sl_fail(err, SL_E_INVALID, "invalid_field",
-                       "kind glusterfs is not built yet: mount the volume at the same path on "
-                       "every host (mount -t glusterfs SERVER:/VOLUME PATH) and use kind mount "
-                       "with that path");
+        return gluster_spec_check(spec, err);
     if (strcmp(kind, "mount") != 0)
-        return sl_fail(err, SL_E_INVALID, "invalid_field", "kind must be local or mount");
+        return sl_fail(err, SL_E_INVALID, "invalid_field",
+                       "kind must be local, mount or glusterfs");
     if (!spec || spec[0] != '/' || strcmp(spec, "/") == 0)
         return sl_fail(err, SL_E_INVALID, "invalid_field",
                        "the mount backend's spec is the absolute path of the shared mount on "
@@ -159,13 +187,31 @@ int storage_apply_report(struct store *st, const char *node_id, json_t *report,
             return -1;
         }
         /* only a directory of the node's own region */
+        char user[SL_ID_MAX], region[128];
+        int64_t previous_at;
+        int rc;
+        {
+            cleanup_rows struct db_rows *rows = store_query(
+                st,
+                "SELECT user_id, region_id, COALESCE(used_at, 0) FROM storage_dirs"
+                " WHERE number = ?1 AND region_id = (SELECT region_id FROM nodes WHERE id = ?2)",
+                DB_ARGS(DB_INT(number), DB_TEXT(node_id)), err);
+            if (!rows || (rc = db_next(rows, err)) < 0)
+                return -1;
+            if (rc == 0)
+                continue;
+            snprintf(user, sizeof(user), "%s", db_text(rows, 0));
+            snprintf(region, sizeof(region), "%s", db_text(rows, 1));
+            previous_at = db_int(rows, 2);
+        }
         if (store_exec(st,
                        "UPDATE storage_dirs SET used_bytes = ?2, size_bytes = ?3, used_at = ?4"
-                       " WHERE number = ?1 AND region_id = (SELECT region_id FROM nodes"
-                       " WHERE id = ?5)",
-                       DB_ARGS(DB_INT(number), DB_INT(used), DB_INT(size), DB_INT(sl_time_now()),
-                               DB_TEXT(node_id)),
+                       " WHERE number = ?1",
+                       DB_ARGS(DB_INT(number), DB_INT(used), DB_INT(size), DB_INT(sl_time_now())),
                        err) < 0)
+            return -1;
+        /* the file storage meter follows the use (docs/design/billing.md) */
+        if (billing_file_storage_sample(st, user, region, used, previous_at, err) < 0)
             return -1;
     }
     return 0;

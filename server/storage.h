@@ -6,6 +6,9 @@
  *           quota's size (a sparse file, loop-mounted): one host's region
  *   mount   a shared mount the operator made at the path `spec` on every
  *           host (NFS, CephFS, JuiceFS, a GlusterFS volume): SPEC/<number>
+ *   glusterfs  a Gluster volume (`spec` SERVER:/VOLUME) that every host
+ *           mounts itself with the FUSE client: VOLUME/<number>, with a
+ *           directory quota set on the Gluster server (the operator's hook)
  *
  * The directory is named by its number (storage_dirs.number), never by
  * anything the renter chose. suanlid names it in each instance of the
@@ -38,7 +41,8 @@ int storage_backend_get(struct store *st, const char *region, struct storage_bac
                         struct sl_error *err);
 
 /* Checks kind and spec: "local" with no spec, "mount" with an absolute
- * path (no "." or ".." part, not "/"). SL_E_INVALID saying what to do. */
+ * path (no "." or ".." part, not "/"), "glusterfs" with SERVER:/VOLUME.
+ * SL_E_INVALID saying what to do. */
 int storage_backend_check(const char *kind, const char *spec, struct sl_error *err);
 
 /* Makes sure the renter has a directory in the region (a new number the

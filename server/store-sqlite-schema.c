@@ -778,5 +778,93 @@ const char *const sqlite_migrations[] = {
     "  WHERE state IN ('pending', 'retrying');"
     "CREATE INDEX notify_deliveries_user ON notify_deliveries(user_id, seq);"
     "CREATE INDEX notify_deliveries_created ON notify_deliveries(created_at);",
+    /* 14: renter-wide meters (docs/design/billing.md, "Storage meters"):
+     * file storage per renter and region, saved-image storage per renter.
+     * They belong to no instance and no host (instance_id and node_id ''),
+     * a file storage meter names its region, and the item check grows.
+     * SQLite cannot alter a CHECK: the table is rebuilt with every row, its
+     * AUTOINCREMENT position (charges name meters by seq), its indexes and
+     * the triggers on it. */
+    "CREATE TABLE meters_new ("
+    "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  instance_id TEXT NOT NULL DEFAULT '',"
+    "  user_id TEXT NOT NULL,"
+    "  node_id TEXT NOT NULL DEFAULT '',"
+    "  region_id TEXT NOT NULL DEFAULT '',"
+    "  item TEXT NOT NULL CHECK (item IN ('gpu', 'nogpu', 'data_disk', 'file_storage',"
+    "    'image_storage')),"
+    "  quantity INTEGER NOT NULL,"
+    "  unit_price_micros INTEGER NOT NULL,"
+    "  amount_micros INTEGER NOT NULL CHECK (amount_micros >= 0),"
+    "  period_s INTEGER NOT NULL CHECK (period_s > 0),"
+    "  started_at INTEGER NOT NULL,"
+    "  ended_at INTEGER,"
+    "  settled_until INTEGER NOT NULL,"
+    "  charged_micros INTEGER NOT NULL DEFAULT 0,"
+    "  settlements INTEGER NOT NULL DEFAULT 0,"
+    "  CHECK (ended_at IS NULL OR ended_at >= started_at),"
+    "  CHECK (settled_until >= started_at),"
+    "  CHECK ((item IN ('file_storage', 'image_storage') AND instance_id = '' AND node_id = '')"
+    "    OR (item IN ('gpu', 'nogpu', 'data_disk') AND instance_id != '')));"
+    "INSERT INTO meters_new (seq, instance_id, user_id, node_id, item, quantity,"
+    "  unit_price_micros, amount_micros, period_s, started_at, ended_at, settled_until,"
+    "  charged_micros, settlements)"
+    " SELECT seq, instance_id, user_id, node_id, item, quantity, unit_price_micros,"
+    "  amount_micros, period_s, started_at, ended_at, settled_until, charged_micros,"
+    "  settlements FROM meters ORDER BY seq;"
+    "DELETE FROM sqlite_sequence WHERE name = 'meters_new';"
+    "INSERT INTO sqlite_sequence (name, seq) SELECT 'meters_new', seq FROM sqlite_sequence"
+    "  WHERE name = 'meters';"
+    "DROP TABLE meters;"
+    "ALTER TABLE meters_new RENAME TO meters;"
+    "CREATE INDEX meters_instance ON meters(instance_id, seq);"
+    "CREATE INDEX meters_node ON meters(node_id) WHERE ended_at IS NULL;"
+    "CREATE INDEX meters_user ON meters(user_id) WHERE ended_at IS NULL;"
+    "CREATE INDEX meters_unsettled ON meters(seq)"
+    "  WHERE ended_at IS NOT NULL AND settled_until < ended_at;"
+    /* one open renter-wide meter per renter, item and region */
+    "CREATE UNIQUE INDEX meters_renter_open ON meters(user_id, item, region_id)"
+    "  WHERE ended_at IS NULL AND instance_id = '';"
+    /* a renter's own list of them (GET /v1/meters) */
+    "CREATE INDEX meters_renter ON meters(user_id, seq) WHERE instance_id = '';"
+    "CREATE TRIGGER instance_rev_meters_i AFTER INSERT ON meters BEGIN"
+    "  INSERT INTO instance_revisions (instance_id, user_id, rev)"
+    "   SELECT i.id, i.user_id, (SELECT COALESCE(MAX(rev), 0) + 1 FROM instance_revisions)"
+    "   FROM instances i WHERE i.id = NEW.instance_id"
+    "  ON CONFLICT (instance_id) DO UPDATE SET rev = excluded.rev;"
+    "  END;"
+    "CREATE TRIGGER instance_rev_meters_u AFTER UPDATE OF charged_micros, ended_at ON meters BEGIN"
+    "  INSERT INTO instance_revisions (instance_id, user_id, rev)"
+    "   SELECT i.id, i.user_id, (SELECT COALESCE(MAX(rev), 0) + 1 FROM instance_revisions)"
+    "   FROM instances i WHERE i.id = NEW.instance_id"
+    "  ON CONFLICT (instance_id) DO UPDATE SET rev = excluded.rev;"
+    "  END;"
+    /* metrics per instance (server/instance-metrics.h, docs/design/metrics.md):
+     * tier 0 a sample per 10 s slot for a day, tier 1 per 5 minutes the
+     * sum, peak and count of every sample for a month; the latest sample
+     * of each instance and the series it lacks, with why */
+    "CREATE TABLE instance_metrics ("
+    "  instance_id TEXT NOT NULL,"
+    "  tier INTEGER NOT NULL CHECK (tier IN (0, 1)),"
+    "  t INTEGER NOT NULL,"
+    "  n INTEGER NOT NULL,"
+    "  data TEXT NOT NULL,"
+    "  PRIMARY KEY (instance_id, tier, t));"
+    "CREATE INDEX instance_metrics_age ON instance_metrics(tier, t);"
+    "CREATE TABLE instance_metrics_latest ("
+    "  instance_id TEXT PRIMARY KEY,"
+    "  node_id TEXT NOT NULL,"
+    "  t INTEGER NOT NULL,"
+    "  data TEXT NOT NULL,"
+    "  absent TEXT NOT NULL);"
+    /* hints (server/hints.h): per instance and kind, since when its
+     * condition holds and when it was shown (NULL: not yet) */
+    "CREATE TABLE instance_hints ("
+    "  instance_id TEXT NOT NULL,"
+    "  kind TEXT NOT NULL,"
+    "  since INTEGER NOT NULL,"
+    "  shown_at INTEGER,"
+    "  message TEXT NOT NULL DEFAULT '',"
+    "  PRIMARY KEY (instance_id, kind));",
     0,
 };

@@ -141,8 +141,8 @@ static const struct store_backend {
     const struct store_ops *ops;
 } store_backends[] = {
     { "sqlite", &store_sqlite_ops },
-    { "postgres", NULL },
-    { "postgresql", NULL },
+    { "postgres", &store_pg_ops },
+    { "postgresql", &store_pg_ops },
 };
 
 /* "SCHEME:REST" with SCHEME a URI scheme (RFC 3986: a letter, then letters,

@@ -1,8 +1,8 @@
 /* The store: the only place suanlid reads and writes its database.
  *
  * Callers write portable SQL with numbered parameters (?1, ?2, ...) and never
- * see the backend; a backend is a `struct store_ops` (store-sqlite.c today,
- * PostgreSQL next), chosen by the URI's scheme from a table in store.c.
+ * see the backend; a backend is a `struct store_ops` (store-sqlite.c,
+ * store-pg.c), chosen by the URI's scheme from a table in store.c.
  * Portable means what SQLite and PostgreSQL both run the same way: pages by
  * an explicit integer column (`seq`), never `rowid`; `INSERT ... ON CONFLICT
  * (...) DO UPDATE / DO NOTHING`, never `INSERT OR REPLACE`; flags are integer
@@ -76,8 +76,9 @@ struct store_ops {
     const char *const *migrations; /* NULL-terminated; index + 1 is the version */
 };
 
-/* uri: "sqlite:PATH", or a plain path (an SQLite file). A scheme without a
- * backend ("postgres:" today) fails with SL_E_INVALID, code
+/* uri: "sqlite:PATH", a plain path (an SQLite file), or a PostgreSQL URI
+ * ("postgres://..." or "postgresql://...", libpq's syntax, store-pg.c). A
+ * scheme without a backend fails with SL_E_INVALID, code
  * "unsupported_store", and a message that names the scheme. */
 struct store *store_open(const char *uri, struct sl_error *err);
 void store_close(struct store *st);
@@ -144,5 +145,6 @@ static inline void store_cleanup_txp(struct store **st)
 #define cleanup_tx __attribute__((cleanup(store_cleanup_txp)))
 
 extern const struct store_ops store_sqlite_ops;
+extern const struct store_ops store_pg_ops;
 
 #endif

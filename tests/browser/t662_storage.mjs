@@ -1,6 +1,6 @@
 // The renter's File storage page (tests/integration/test_t662_console_storage.py):
 // the menu leads there, the table shows each region's storage with its use,
-// quota, free size and price, and the page says it is not billed yet.
+// quota, free size, price and cost per day, and the page says how it is billed.
 //   SUANLI_EMAIL, SUANLI_PASSWORD
 import { run } from './lib.mjs';
 

@@ -34,6 +34,30 @@ def sample_catalog():
         return json.load(f)
 
 
+# SUANLI_TEST_STORE=postgres: every Server keeps its data in a PostgreSQL
+# database of its own (named after its data directory, so a restart finds
+# it again) on the server SUANLI_TEST_PG, a libpq URI (scripts/pg-test.sh
+# starts one); else in SQLite, DATA_DIR/suanli.db.
+TEST_STORE = os.environ.get("SUANLI_TEST_STORE", "sqlite")
+
+
+def pg_store_uri(data_dir):
+    """A database for data_dir on SUANLI_TEST_PG, made on first use."""
+    import hashlib
+    base = os.environ["SUANLI_TEST_PG"]
+    name = "it_" + hashlib.sha256(os.path.abspath(data_dir).encode()).hexdigest()[:20]
+    made = subprocess.run(["psql", "-qAt", base, "-c", f"CREATE DATABASE {name}"],
+                          capture_output=True, text=True)
+    if made.returncode != 0 and "already exists" not in made.stderr:
+        raise RuntimeError(f"unable to make database {name}: {made.stderr}")
+    head, sep, query = base.partition("?")
+    return re.sub(r"/[^/]*$", "/" + name, head) + sep + query
+
+
+class StoreError(Exception):
+    """A statement Server.db_execute ran that the database refused."""
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -89,6 +113,8 @@ class Server:
         # own tests (test_t220_placement.py) set these themselves.
         self.settings.setdefault("nodes.disk_reserve_gib", "2")
         self.settings.setdefault("nodes.disk_overcommit_percent", "10000")
+        if TEST_STORE == "postgres":
+            self.settings.setdefault("store", pg_store_uri(data_dir))
         self.proc = None
         self.log_path = os.path.join(data_dir, "suanlid.log")
         self._admin_token = None
@@ -135,6 +161,43 @@ class Server:
     def restart(self):
         self.stop()
         return self.start()
+
+    def db_execute(self, sql, params=()):
+        """Runs one statement (?N parameters) on the server's store, SQLite
+        or PostgreSQL (TEST_STORE), outside suanlid, the way a test reaches
+        behind it: returns (rows, rowcount); a refusal raises StoreError with
+        the database's message. Rows of PostgreSQL are strings."""
+        if "store" not in self.settings or TEST_STORE != "postgres":
+            import sqlite3
+            db = sqlite3.connect(os.path.join(self.data_dir, "suanli.db"))
+            try:
+                with db:
+                    cur = db.execute(sql, params)
+                    return cur.fetchall(), cur.rowcount
+            except sqlite3.DatabaseError as e:
+                raise StoreError(str(e)) from e
+            finally:
+                db.close()
+
+        def literal(v):
+            if v is None:
+                return "NULL"
+            if isinstance(v, int):
+                return str(v)
+            return "'" + str(v).replace("'", "''") + "'"
+        for i in range(len(params), 0, -1):
+            sql = sql.replace(f"?{i}", literal(params[i - 1]))
+        run = subprocess.run(["psql", "-X", "-At", "-v", "ON_ERROR_STOP=1",
+                              self.settings["store"], "-c", sql],
+                             capture_output=True, text=True)
+        if run.returncode != 0:
+            raise StoreError(run.stderr.strip())
+        lines = run.stdout.splitlines()
+        if sql.lstrip().upper().startswith("SELECT"):
+            rows = [tuple(line.split("|")) for line in lines]
+            return rows, len(rows)
+        tag = lines[-1].split() if lines else ["0"]
+        return [], int(tag[-1]) if tag[-1].isdigit() else -1
 
     @property
     def admin_password(self):
@@ -270,6 +333,10 @@ class Node:
         self.extra = list(extra or [])
         # the service ports' nginx: a private port, not the default 8080
         self.proxy_port = proxy_port or free_port()
+        # the agent's Prometheus /metrics (node/metrics.h): a private port on
+        # every address of the host, which the bridge's firewall must keep
+        # from the instances (t720)
+        self.metrics_port = free_port()
         self.proc = None
         self.log_path = os.path.join(data_dir, "agent.log")
         self.node_id = None
@@ -294,6 +361,8 @@ class Node:
                 "--address", self.address, "--set", f"network.bridge={self.bridge}",
                 "--set", f"network.subnet={self.subnet}", "--set", "stop_grace_ms=3000",
                 "--set", f"proxy.listen={self.address}:{self.proxy_port}",
+                "--set", f"metrics.listen=0.0.0.0:{self.metrics_port}",
+                "--set", "metrics.interval_s=3",
                 *self.extra]
         self.log = open(self.log_path, "ab")
         stdin = subprocess.PIPE if join == "-" else subprocess.DEVNULL

@@ -3,7 +3,6 @@ lifetime, the failed-login limit, the admin bootstrap and the admin's user
 list."""
 import calendar
 import os
-import sqlite3
 import stat
 import time
 
@@ -156,11 +155,8 @@ def test_expired_session_is_refused(make_server):
     tid = [t for t in s.request("GET", "/v1/tokens", token=u["token"]).json["items"]
            if t["current"]][0]["id"]
     s.stop()
-    db = sqlite3.connect(os.path.join(s.data_dir, "suanli.db"))
-    with db:
-        assert db.execute("UPDATE tokens SET expires_at = ?1 WHERE id = ?2",
-                          (int(time.time()) - 1, tid)).rowcount == 1
-    db.close()
+    assert s.db_execute("UPDATE tokens SET expires_at = ?1 WHERE id = ?2",
+                        (int(time.time()) - 1, tid))[1] == 1
     s.start()
     r = s.request("GET", "/v1/me", token=u["token"])
     assert_error(r, 401, "invalid_token")

@@ -806,6 +806,24 @@ def test_hosts_images_instances_match_the_schemas(spec, server):
     assert meters["items"], "a started instance has meters"
     r = server.request("GET", mpath, token=tok)
     check(spec, r, "GET", mpath, 404, "/v1/instances/{id}/meters")
+    # metrics (t720): a heartbeat's samples, then the instance's series
+    import time as _time
+    now = int(_time.time())
+    r = server.request("POST", hb_path, {
+        "inventory": inventory(2), "metrics": [{
+            "id": a["id"], "names": ["cpu_cores", "memory_used_bytes", "gpu0_utilization_percent"],
+            "samples": [[now - 20, 1.5, 1 << 30, None], [now - 10, 2.5, 1 << 30, None]],
+            "absent": {"gpu0_utilization_percent": "simulated GPU: no NVML"}}]}, token=node_tok)
+    check(spec, r, "POST", hb_path, 200, "/v1/nodes/{id}/heartbeat")
+    xpath = ipath + "/metrics"
+    got = check(spec, server.request("GET", f"{xpath}?from={now - 600}&step=10s", token=admin),
+                "GET", xpath, 200, "/v1/instances/{id}/metrics")
+    assert [p[1] for p in got["series"]["cpu_cores"]] == [1.5, 2.5], got
+    assert got["absent"] == {"gpu0_utilization_percent": "simulated GPU: no NVML"}
+    r = server.request("GET", xpath, token=tok)
+    check(spec, r, "GET", xpath, 404, "/v1/instances/{id}/metrics")
+    r = server.request("GET", xpath + "?step=soon", token=admin)
+    check(spec, r, "GET", xpath + "?step=soon", 400, "/v1/instances/{id}/metrics")
     ppath = ipath + "/plan"
     r = server.request("POST", ppath, {"plan": "yearly"}, token=admin)
     check(spec, r, "POST", ppath, 400, "/v1/instances/{id}/plan")
@@ -833,6 +851,15 @@ def test_hosts_images_instances_match_the_schemas(spec, server):
         assert sum(row["amount_micros"] for row in bill["rows"]) == bill["total_micros"]
     kinds = {row["kind"] for row in bill["rows"]}
     assert {"plan", "plan_refund"} <= kinds, kinds
+    # renter-wide meters (t670): file storage and saved images
+    check(spec, server.request("GET", "/v1/meters", token=admin), "GET", "/v1/meters", 200)
+    check(spec, server.request("GET", "/v1/meters?limit=0", token=admin), "GET", "/v1/meters",
+          400)
+    for st in check(spec, server.request("GET", "/v1/storage", token=admin), "GET",
+                    "/v1/storage", 200)["items"]:
+        assert st["billed"] is True and st["over_free_mib"] >= 0, st
+    check(spec, server.request("GET", "/v1/bills/charges?kind=file_storage", token=admin), "GET",
+          "/v1/bills/charges", 200)
     r = server.request("GET", "/v1/bills?month=2026-13", token=admin)
     check(spec, r, "GET", "/v1/bills", 400)
     assert r.code == "invalid_parameter"

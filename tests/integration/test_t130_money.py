@@ -3,12 +3,12 @@ payment webhook, and the append-only ledger table."""
 import hashlib
 import hmac
 import json
-import os
-import sqlite3
 import time
 import uuid
 
 import pytest
+
+from conftest import StoreError
 
 SECRET = "whsec_test_0123456789abcdef"
 
@@ -263,21 +263,16 @@ def test_ledger_is_append_only(make_server):
     u = s.register()
     s.credit(u["id"], 777, memo="keep me")
     s.stop()
-    db = sqlite3.connect(os.path.join(s.data_dir, "suanli.db"))
-    try:
-        n = db.execute("SELECT COUNT(*) FROM ledger_entries").fetchone()[0]
-        assert n >= 2
-        for sql in ("UPDATE ledger_entries SET amount_micros = amount_micros * 2",
-                    "DELETE FROM ledger_entries",
-                    "UPDATE ledger_txns SET memo = 'forged'",
-                    "DELETE FROM ledger_txns"):
-            with pytest.raises(sqlite3.DatabaseError, match="append-only"):
-                db.execute(sql)
-            db.rollback()
-        assert db.execute("SELECT COUNT(*) FROM ledger_entries").fetchone()[0] == n
-        # inserting is still allowed (that is what append-only means)
-        assert db.execute("SELECT COUNT(*) FROM ledger_txns WHERE memo = 'keep me'").fetchone()[0] == 1
-    finally:
-        db.close()
+    n = int(s.db_execute("SELECT COUNT(*) FROM ledger_entries")[0][0][0])
+    assert n >= 2
+    for sql in ("UPDATE ledger_entries SET amount_micros = amount_micros * 2",
+                "DELETE FROM ledger_entries",
+                "UPDATE ledger_txns SET memo = 'forged'",
+                "DELETE FROM ledger_txns"):
+        with pytest.raises(StoreError, match="append-only"):
+            s.db_execute(sql)
+    assert int(s.db_execute("SELECT COUNT(*) FROM ledger_entries")[0][0][0]) == n
+    # inserting is still allowed (that is what append-only means)
+    assert int(s.db_execute("SELECT COUNT(*) FROM ledger_txns WHERE memo = 'keep me'")[0][0][0]) == 1
     s.start()
     assert s.request("GET", "/v1/balance", token=s.login(u["email"])).json["balance_micros"] == 777

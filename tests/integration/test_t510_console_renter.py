@@ -105,7 +105,8 @@ def test_renter_day_in_the_console(cluster):
     # the bill: today's charge in the chart and in the CSV
     assert r["bill_today_micros"] > 0
     csv = r["bill_csv"].splitlines()
-    assert csv[0] == "day,gpu,nogpu,data_disk,plan,plan_refund,amount,charges,seconds"
+    assert csv[0] == ("day,gpu,nogpu,data_disk,file_storage,image_storage,plan,plan_refund,"
+                      "amount,charges,seconds")
     assert csv[-1].startswith("total,")
     bill = s.request("GET", "/v1/bills?by=day", token=s.login(email)).json
     # (the instance ran on until its release: today's row may have grown since)

@@ -39,13 +39,13 @@ def release(cluster, user, inst):
 def test_backend_table_refuses_bad_input(cluster, tmp_path):
     s = cluster.server
     cases = [
-        ({"kind": "nfs"}, "kind must be local or mount"),
+        ({"kind": "nfs"}, "kind must be local, mount or glusterfs"),
         ({"kind": "local", "spec": "/srv"}, "takes no spec"),
         ({"kind": "mount", "spec": "relative/dir"}, "absolute path"),
         ({"kind": "mount", "spec": "/"}, "absolute path"),
         ({"kind": "mount", "spec": "/mnt/../etc"}, "'..'"),
         ({"kind": "mount", "spec": "/mnt/a b"}, "spaces"),
-        ({"kind": "glusterfs", "spec": "srv:/vol"}, "not built yet"),
+        ({"kind": "glusterfs", "spec": "/mnt/gv0"}, "SERVER:/VOLUME"),
         ({"quota_gib": 0}, "quota_gib"),
     ]
     for body, says in cases:

@@ -2,7 +2,7 @@
 4), in Debian's chromium driven by tests/browser/t662_storage.mjs against the
 real suanlid and the shared cluster's agent: a renter with an instance and
 50 MiB in /root/storage finds the page in the menu and reads their use,
-quota and free size there, and that it is not billed yet."""
+quota and free size there, and how it is billed."""
 from conftest import PASSWORD, wait_for
 from test_t510_console_renter import browse
 
@@ -30,7 +30,9 @@ def test_storage_page_shows_the_use(cluster):
         assert row[1] == "/root/storage" and row[2].endswith("MiB") and \
             50 <= float(row[2].split()[0]) < 60, row
         assert row[4] == "20 GiB", row
-        assert res["note"] == "File storage is not billed yet.", res
+        assert res["headers"][6] == "Cost per day now", res
+        assert row[6].endswith("0.00"), row  # 50 MiB, within the free 20 GiB
+        assert res["note"].startswith("The use over the free size is billed per GiB·day"), res
     finally:
         cluster.verb(user, inst["id"], "release")
         cluster.wait_state(user, inst["id"], "released")

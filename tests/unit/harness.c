@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static struct test_case *first, **last = &first;
 
@@ -22,6 +23,7 @@ static struct {
     char *paths[64];
     size_t n_paths;
     struct store *store;
+    char *store_uri;
     uint64_t rng;
 } cur;
 
@@ -98,16 +100,63 @@ const char *test_write_file(const char *name, const char *text)
     return path;
 }
 
+/* SUANLI_UNIT_STORE=postgres: the test's store is a schema of its own in
+ * the PostgreSQL database SUANLI_TEST_PG (scripts/pg-test.sh starts one),
+ * made fresh for each test. */
+static char *pg_test_uri(void)
+{
+    static unsigned schemas;
+    const char *base = getenv("SUANLI_TEST_PG");
+    struct sl_error err = SL_ERROR_INIT;
+    struct store *admin;
+    char schema[64];
+    char *sql;
+    int rc;
+
+    if (!base || !*base) {
+        fprintf(stdout, "  harness: SUANLI_UNIT_STORE=postgres needs SUANLI_TEST_PG (a libpq URI):"
+                        " run the tests under scripts/pg-test.sh\n");
+        exit(2);
+    }
+    snprintf(schema, sizeof(schema), "unit_%ld_%u", (long)getpid(), ++schemas);
+    admin = store_open(base, &err);
+    if (!admin) {
+        fprintf(stdout, "  harness: %s\n", err.message);
+        exit(2);
+    }
+    sql = xasprintf("CREATE SCHEMA %s", schema);
+    rc = store_exec(admin, sql, DB_NO_ARGS, &err);
+    free(sql);
+    store_close(admin);
+    if (rc < 0) {
+        fprintf(stdout, "  harness: %s\n", err.message);
+        exit(2);
+    }
+    return xasprintf("%s%coptions=-csearch_path%%3D%s", base, strchr(base, '?') ? '&' : '?',
+                     schema);
+}
+
+bool test_store_is_pg(void)
+{
+    const char *which = getenv("SUANLI_UNIT_STORE");
+    return which && strcmp(which, "postgres") == 0;
+}
+
+const char *test_store_uri(void)
+{
+    if (!cur.store_uri)
+        cur.store_uri =
+            test_store_is_pg() ? pg_test_uri() : xasprintf("sqlite:%s/t.db", test_tmpdir());
+    return cur.store_uri;
+}
+
 struct store *test_store(void)
 {
     struct sl_error err = SL_ERROR_INIT;
-    char *uri;
 
     if (cur.store)
         return cur.store;
-    uri = xasprintf("sqlite:%s/t.db", test_tmpdir());
-    cur.store = store_open(uri, &err);
-    free(uri);
+    cur.store = store_open(test_store_uri(), &err);
     if (!cur.store || store_migrate(cur.store, &err) < 0) {
         fprintf(stdout, "  harness: unable to open a test store: %s\n", err.message);
         exit(2);
@@ -149,6 +198,7 @@ static void end_test(void)
 {
     if (cur.store)
         store_close(cur.store);
+    free(cur.store_uri);
     if (cur.tmpdir) {
         nftw(cur.tmpdir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
         free(cur.tmpdir);

@@ -85,10 +85,15 @@ bool test_str_equal(const char *a, const char *b);
 const char *test_tmpdir(void);
 const char *test_path(const char *name);
 
-/* A migrated SQLite store in the test's temporary directory, closed when the
- * test ends (unless the test closes it first with test_store_close). */
+/* A migrated store, closed when the test ends (unless the test closes it
+ * first with test_store_close): an SQLite file in the test's temporary
+ * directory, or with SUANLI_UNIT_STORE=postgres a fresh schema in the
+ * PostgreSQL database SUANLI_TEST_PG (scripts/pg-test.sh). test_store_uri:
+ * the URI it opens (the same for the whole test). */
 struct store *test_store(void);
 void test_store_close(struct store *st);
+const char *test_store_uri(void);
+bool test_store_is_pg(void);
 
 /* Writes text to a file in the temporary directory; returns its path. */
 const char *test_write_file(const char *name, const char *text);

@@ -242,7 +242,7 @@ TEST(rates_and_check_use_the_formula)
                         " unit_price_micros, amount_micros, period_s, started_at, settled_until,"
                         " charged_micros, ended_at)"
                         " VALUES ('i-meter', 'u-meter', 'n-meter', 'gpu', 1, ?1, ?1, ?2, ?3,"
-                        " ?3 + 1000, ?4, CASE WHEN ?5 THEN ?3 + 1000 END)",
+                        " ?3 + 1000, ?4, CASE WHEN ?5 = 1 THEN ?3 + 1000 END)",
                         DB_ARGS(DB_INT(m[i].amount), DB_INT(m[i].period), DB_INT(now),
                                 DB_INT(m[i].charged), DB_INT(m[i].ended)),
                         &err),

@@ -866,7 +866,8 @@ static void check_new_charges(void)
     cleanup_rows struct db_rows *txns = store_query(
         st(),
         "SELECT x.txn_id, x.total, e.amount_micros, t.idempotency_key FROM (SELECT txn_id,"
-        " user_id, SUM(amount_micros) AS total FROM charges WHERE seq > ?1 GROUP BY txn_id) x"
+        " user_id, SUM(amount_micros) AS total FROM charges WHERE seq > ?1 GROUP BY txn_id, "
+        "user_id) x"
         " LEFT JOIN ledger_entries e ON e.txn_id = x.txn_id AND e.account_id = 'user:' || x.user_id"
         " LEFT JOIN ledger_txns t ON t.id = x.txn_id",
         DB_ARGS(DB_INT(first)), &err);

@@ -131,7 +131,7 @@ TEST(random_postings_keep_invariants)
 
     /* the same invariants, checked directly */
     CHECK_EQ_INT(count(st, "SELECT COUNT(*) FROM (SELECT txn_id FROM ledger_entries"
-                           " GROUP BY txn_id HAVING SUM(amount_micros) != 0)"),
+                           " GROUP BY txn_id HAVING SUM(amount_micros) != 0) t"),
                  0);
     CHECK_EQ_INT(count(st, "SELECT COUNT(*) FROM accounts a WHERE balance_micros !="
                            " (SELECT COALESCE(SUM(amount_micros), 0) FROM ledger_entries e"

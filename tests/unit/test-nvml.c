@@ -99,6 +99,11 @@ TEST(nvml_usage_and_processes)
     CHECK_EQ_INT(u[7].index, 7);
     CHECK_EQ_INT(u[7].gpu_percent, 12);
     CHECK_EQ_INT(u[7].procs[0].pid, 52011);
+    /* temperature and power, for the metrics (node/metrics.h) */
+    CHECK_EQ_INT(u[0].temperature_c, 38 + 97 * 30 / 100);
+    CHECK_EQ_INT(u[0].power_mw, 75000 + 97 * 6300);
+    CHECK_EQ_INT(u[2].temperature_c, 38);
+    CHECK_EQ_INT(u[2].power_mw, 75000);
     gpu_source_release(&src);
 }
 

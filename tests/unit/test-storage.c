@@ -54,9 +54,28 @@ TEST(mount_takes_a_plain_absolute_path)
     BAD("mount", "/mnt/a\nb", "control");
 }
 
+TEST(glusterfs_takes_server_and_volume)
+{
+    OK("glusterfs", "srv:/vol");
+    OK("glusterfs", "gluster1.example.com:/suanli_data-1");
+    OK("glusterfs", "10.0.1.5:/gv0");
+    BAD("glusterfs", NULL, "SERVER:/VOLUME");
+    BAD("glusterfs", "", "SERVER:/VOLUME");
+    BAD("glusterfs", "/mnt/gv0", "SERVER:/VOLUME");
+    BAD("glusterfs", ":/vol", "SERVER:/VOLUME");
+    BAD("glusterfs", "srv:/", "SERVER:/VOLUME");
+    BAD("glusterfs", "srv:vol", "SERVER:/VOLUME");
+    BAD("glusterfs", "srv:/vol/sub", "volume name");
+    BAD("glusterfs", "srv:/vol,x", "volume name");
+    BAD("glusterfs", "srv:/vol x", "volume name");
+    BAD("glusterfs", "s rv:/vol", "host name");
+    BAD("glusterfs", "-o:/vol", "host name");
+    BAD("glusterfs", "srv;rm:/vol", "host name");
+    BAD("glusterfs", "[::1]:/vol", "host name");
+}
+
 TEST(other_kinds_are_refused_with_what_to_do)
 {
-    BAD("glusterfs", "srv:/vol", "use kind mount");
-    BAD("nfs", "/mnt/x", "local or mount");
-    BAD("", "", "local or mount");
+    BAD("nfs", "/mnt/x", "local, mount or glusterfs");
+    BAD("", "", "local, mount or glusterfs");
 }

@@ -1,5 +1,7 @@
-/* server/store.c and store-sqlite*.c: migrations, nested transactions,
- * errors, per-thread connections and the statement cache. */
+/* server/store.c, store-sqlite*.c and store-pg*.c: migrations, nested
+ * transactions, errors, per-thread connections and the statement cache.
+ * `make unit` runs these tests on SQLite and again on PostgreSQL
+ * (SUANLI_UNIT_STORE=postgres under scripts/pg-test.sh, harness.c). */
 #include "harness.h"
 
 #include "../../lib/cleanup.h"
@@ -25,7 +27,7 @@ static void make_table(struct store *st)
 {
     struct sl_error err = SL_ERROR_INIT;
 
-    if (store_exec(st, "CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER)", DB_NO_ARGS, &err) < 0)
+    if (store_exec(st, "CREATE TABLE t (k TEXT PRIMARY KEY, v BIGINT)", DB_NO_ARGS, &err) < 0)
         test_fail(__FILE__, __LINE__, "create table: %s", err.message);
 }
 
@@ -46,7 +48,8 @@ TEST(migrations_match_schema_table)
     struct sl_error err = SL_ERROR_INIT;
     int have = -1, want = -1, n = 0;
 
-    for (n = 0; store_sqlite_ops.migrations[n]; n++)
+    const struct store_ops *ops = test_store_is_pg() ? &store_pg_ops : &store_sqlite_ops;
+    for (n = 0; ops->migrations[n]; n++)
         ;
     CHECK(n >= 1);
     CHECK_EQ_INT(store_schema_version(st, &have, &want, &err), 0);
@@ -68,16 +71,14 @@ TEST(migrations_match_schema_table)
     CHECK_EQ_INT(store_schema_version(st, &have, &want, &err), 0);
     CHECK_EQ_INT(have, want);
 
-    /* and after reopening the file */
-    char *uri = xasprintf("sqlite:%s", test_path("t.db"));
+    /* and after reopening the database */
     test_store_close(st);
-    st = store_open(uri, &err);
-    free(uri);
+    st = store_open(test_store_uri(), &err);
     if (!CHECK(st))
         return;
     CHECK_EQ_INT(store_migrate(st, &err), 0);
     CHECK_EQ_INT(count(st, "SELECT COUNT(*) FROM schema_migrations"), want);
-    CHECK_STR(store_backend(st), "sqlite");
+    CHECK_STR(store_backend(st), ops->name);
     store_close(st);
 }
 
@@ -103,13 +104,17 @@ TEST(open_errors)
     CHECK(err.message[0] != '\0');
     free(uri);
     sl_error_clear(&err);
-    CHECK(store_open("postgres://localhost/x", &err) == NULL);
-    CHECK_STR(err.code, "unsupported_store");
-    CHECK_CONTAINS(err.message, "no backend for scheme 'postgres'");
-    CHECK_CONTAINS(err.message, "sqlite:PATH");
+    /* a PostgreSQL server that is not there: unavailable, not unsupported */
+    cleanup_free char *nowhere =
+        xasprintf("postgres:///x?host=%s&connect_timeout=5", test_tmpdir());
+    CHECK(store_open(nowhere, &err) == NULL);
+    CHECK_EQ_INT(err.kind, SL_E_UNAVAILABLE);
+    CHECK_STR(err.code, "store_unavailable");
+    CHECK_CONTAINS(err.message, "unable to connect to PostgreSQL");
     sl_error_clear(&err);
-    CHECK(store_open("PostgreSQL://localhost/x", &err) == NULL);
-    CHECK_CONTAINS(err.message, "no backend for scheme 'postgresql'");
+    nowhere[0] = 'P'; /* the scheme, case aside */
+    CHECK(store_open(nowhere, &err) == NULL);
+    CHECK_STR(err.code, "store_unavailable");
     sl_error_clear(&err);
     CHECK(store_open("mysql://localhost/x", &err) == NULL);
     CHECK_STR(err.code, "unsupported_store");
@@ -140,6 +145,20 @@ TEST(backend_by_scheme)
     CHECK(access(test_path("a.db"), F_OK) == 0);
     CHECK(access(test_path("b.db"), F_OK) == 0);
     CHECK(access(test_path("c.db"), F_OK) == 0);
+    /* both PostgreSQL schemes, when a server is at hand */
+    const char *pg = getenv("SUANLI_TEST_PG");
+    if (!pg || strncmp(pg, "postgresql://", 13) != 0)
+        return;
+    char *short_uri = xasprintf("postgres%s", pg + strlen("postgresql"));
+    const char *pg_uris[] = { pg, short_uri };
+    for (size_t i = 0; i < ARRAY_SIZE(pg_uris); i++) {
+        struct store *st = store_open(pg_uris[i], &err);
+        if (!CHECK(st))
+            continue;
+        CHECK_STR(store_backend(st), "postgres");
+        store_close(st);
+    }
+    free(short_uri);
 }
 
 /* A PRAGMA SQLite refuses inside a transaction (synchronous) runs between
@@ -407,6 +426,28 @@ TEST(query_rows_and_nulls)
     /* DB_TEXT(NULL) binds NULL */
     CHECK_EQ_INT(store_get_int(st, "SELECT ?1 IS NULL", DB_ARGS(DB_TEXT(NULL)), &v, &err), 1);
     CHECK_EQ_INT(v, 1);
+    /* an optional filter: NULL matches all (PostgreSQL types such a NULL
+     * by its other use, or as text) */
+    static const char *const filter_sql = "SELECT COUNT(*) FROM t WHERE (?1 IS NULL OR k = ?1)"
+                                          " AND (?3 IS NULL OR v > ?3) AND k != ?2";
+    CHECK_EQ_INT(store_get_int(st, filter_sql, DB_ARGS(DB_NULL, DB_TEXT("x"), DB_NULL), &v, &err),
+                 1);
+    CHECK_EQ_INT(v, 2);
+    CHECK_EQ_INT(
+        store_get_int(st, filter_sql, DB_ARGS(DB_TEXT("i"), DB_TEXT("x"), DB_NULL), &v, &err), 1);
+    CHECK_EQ_INT(v, 1);
+    CHECK_EQ_INT(store_get_int(st, filter_sql, DB_ARGS(DB_NULL, DB_TEXT("x"), DB_INT(0)), &v, &err),
+                 1);
+    CHECK_EQ_INT(v, 0);
+    /* a ?N inside a string is text, not a parameter; ten and more */
+    CHECK_EQ_INT(store_get_int(st,
+                               "SELECT COUNT(*) FROM t WHERE k != '?1' AND k = ?10 AND ?2 = 'b'"
+                               " AND ?1 IS NULL",
+                               DB_ARGS(DB_NULL, DB_TEXT("b"), DB_INT(3), DB_INT(4), DB_INT(5),
+                                       DB_INT(6), DB_INT(7), DB_INT(8), DB_INT(9), DB_TEXT("i")),
+                               &v, &err),
+                 1);
+    CHECK_EQ_INT(v, 1);
 }
 
 /* The same SQL text (same address) entered again while a query on it is
@@ -557,7 +598,13 @@ TEST(text_keyed_tables_page_by_seq)
 
     for (size_t i = 0; i < ARRAY_SIZE(tables); i++) {
         cleanup_free char *sql =
-            xasprintf("SELECT COUNT(*) FROM pragma_table_info('%s') WHERE name = 'seq'", tables[i]);
+            test_store_is_pg()
+                ? xasprintf("SELECT COUNT(*) FROM information_schema.columns WHERE"
+                            " table_schema = current_schema() AND table_name = '%s'"
+                            " AND column_name = 'seq'",
+                            tables[i])
+                : xasprintf("SELECT COUNT(*) FROM pragma_table_info('%s') WHERE name = 'seq'",
+                            tables[i]);
         if (!CHECK_EQ_INT(count(st, sql), 1))
             printf("    table %s has no seq\n", tables[i]);
     }
@@ -760,4 +807,167 @@ TEST(gpu_free_follows_gpus)
     }
     CHECK_EQ_INT(count(st, "SELECT COUNT(*) FROM gpu_free WHERE free != 0"), 0);
     test_store_close(st);
+}
+
+/* The two backends' migrations build the same tables with the same
+ * columns (store-pg-schema.c translates store-sqlite-schema.c by hand): a
+ * migration added to one list and not the other, or a column that differs,
+ * fails here. Runs where both backends are at hand (the PostgreSQL pass). */
+static char *schema_columns(struct store *st, const char *sql)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    cleanup_rows struct db_rows *rows = store_query(st, sql, DB_NO_ARGS, &err);
+    char *out = xstrdup("");
+
+    if (!rows) {
+        test_fail(__FILE__, __LINE__, "%s", err.message);
+        return out;
+    }
+    while (db_next(rows, &err) == 1) {
+        char *next = xasprintf("%s%s.%s\n", out, db_text(rows, 0), db_text(rows, 1));
+        free(out);
+        out = next;
+    }
+    return out;
+}
+
+TEST(schemas_match_across_backends)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    int have, want_pg, want_sqlite = 0;
+
+    if (!test_store_is_pg()) {
+        printf("  (compared in the PostgreSQL pass)\n");
+        return;
+    }
+    struct store *pg = test_store();
+    cleanup_free char *uri = xasprintf("sqlite:%s/schema.db", test_tmpdir());
+    struct store *sq = store_open(uri, &err);
+    if (!CHECK(sq) || !CHECK_EQ_INT(store_migrate(sq, &err), 0))
+        return;
+    CHECK_EQ_INT(store_schema_version(pg, &have, &want_pg, &err), 0);
+    CHECK_EQ_INT(store_schema_version(sq, &have, &want_sqlite, &err), 0);
+    CHECK_EQ_INT(want_pg, want_sqlite);
+    cleanup_free char *a = schema_columns(
+        sq, "SELECT m.name, p.name FROM sqlite_master m, pragma_table_info(m.name) p"
+            " WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%' ORDER BY m.name, p.name");
+    cleanup_free char *b =
+        schema_columns(pg, "SELECT table_name, column_name FROM information_schema.columns"
+                           " WHERE table_schema = current_schema()"
+                           " ORDER BY table_name COLLATE \"C\", column_name COLLATE \"C\"");
+    if (!CHECK_STR(b, a))
+        printf("    sqlite:\n%s\n    postgres:\n%s\n", a, b);
+    /* and the same indexes by name */
+    cleanup_free char *ia =
+        schema_columns(sq, "SELECT tbl_name, name FROM sqlite_master WHERE type = 'index'"
+                           " AND name NOT LIKE 'sqlite_%' ORDER BY tbl_name, name");
+    cleanup_free char *ib = schema_columns(
+        pg, "SELECT tablename, indexname FROM pg_indexes WHERE schemaname = current_schema()"
+            " AND indexname NOT LIKE '%_pkey' AND indexname NOT LIKE '%_key'"
+            " ORDER BY tablename COLLATE \"C\", indexname COLLATE \"C\"");
+    if (!CHECK_STR(ib, ia))
+        printf("    sqlite indexes:\n%s\n    postgres indexes:\n%s\n", ia, ib);
+    store_close(sq);
+}
+
+/* PostgreSQL only: a connection the server ends fails with
+ * SL_E_UNAVAILABLE, and the store connects again afterwards; one lost
+ * inside a transaction refuses the rest of it rather than run it as
+ * statements of their own. */
+static void end_other_connections(void)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    struct store *admin = store_open(getenv("SUANLI_TEST_PG"), &err);
+    int64_t n = -1;
+
+    if (!admin) {
+        test_fail(__FILE__, __LINE__, "%s", err.message);
+        return;
+    }
+    if (store_get_int(admin,
+                      "SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                      " WHERE datname = current_database() AND pid != pg_backend_pid()"
+                      " AND backend_type = 'client backend'",
+                      DB_NO_ARGS, &n, &err) != 1)
+        test_fail(__FILE__, __LINE__, "%s", err.message);
+    store_close(admin);
+}
+
+TEST(pg_connection_loss)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    int64_t v = 0;
+
+    if (!test_store_is_pg())
+        return;
+    struct store *st = test_store();
+    make_table(st);
+    CHECK_EQ_INT(put(st, "a", 1, &err), 1);
+
+    /* idle connections, the writer's and a reader's: a read and the next
+     * transaction connect again (nothing of theirs had run) */
+    end_other_connections();
+    usleep(100 * 1000);
+    CHECK_EQ_INT(store_get_int(st, "SELECT COUNT(*) FROM t", DB_NO_ARGS, &v, &err), 1);
+    CHECK_EQ_INT(v, 1);
+    CHECK_EQ_INT(put(st, "a2", 1, &err), 1);
+    CHECK_EQ_INT(store_exec(st, "DELETE FROM t WHERE k = 'a2'", DB_NO_ARGS, &err), 1);
+
+    /* the writer, inside a transaction */
+    CHECK_EQ_INT(store_begin(st, &err), 0);
+    CHECK_EQ_INT(put(st, "b", 2, &err), 1);
+    end_other_connections();
+    usleep(100 * 1000);
+    CHECK(put(st, "c", 3, &err) < 0);
+    CHECK_EQ_INT(err.kind, SL_E_UNAVAILABLE);
+    sl_error_clear(&err);
+    /* nothing after the loss runs on its own */
+    CHECK(put(st, "d", 4, &err) < 0);
+    CHECK_EQ_INT(err.kind, SL_E_UNAVAILABLE);
+    CHECK(store_commit(st, &err) < 0);
+    CHECK_EQ_INT(store_tx_depth(st), 0);
+    /* the next transaction connects again */
+    CHECK_EQ_INT(put(st, "e", 5, &err), 1);
+    CHECK_EQ_INT(count(st, "SELECT COUNT(*) FROM t WHERE k IN ('b', 'c', 'd')"), 0);
+    CHECK_EQ_INT(rows_in_t(st), 2);
+}
+
+/* PostgreSQL only: two writers on one database (two stores here; several
+ * suanlid replicas later) whose transactions read what the other writes:
+ * SERIALIZABLE refuses one of them, as SQLite's busy store would,
+ * SL_E_UNAVAILABLE "store_busy", and nothing of it stays. */
+TEST(pg_serialization_failure_is_busy)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    int64_t sum = 0;
+
+    if (!test_store_is_pg())
+        return;
+    struct store *a = test_store();
+    make_table(a);
+    CHECK_EQ_INT(put(a, "k", 1, &err), 1);
+    struct store *b = store_open(test_store_uri(), &err);
+    if (!CHECK(b))
+        return;
+    CHECK_EQ_INT(store_begin(a, &err), 0);
+    CHECK_EQ_INT(store_begin(b, &err), 0);
+    CHECK_EQ_INT(store_get_int(a, "SELECT SUM(v) FROM t", DB_NO_ARGS, &sum, &err), 1);
+    CHECK_EQ_INT(put(a, "a", sum, &err), 1);
+    CHECK_EQ_INT(store_get_int(b, "SELECT SUM(v) FROM t", DB_NO_ARGS, &sum, &err), 1);
+    int rc = put(b, "b", sum, &err);
+    CHECK_EQ_INT(store_commit(a, &err), 0);
+    if (rc >= 0)
+        rc = store_commit(b, &err);
+    else
+        store_rollback(b);
+    CHECK(rc < 0);
+    CHECK_EQ_INT(err.kind, SL_E_UNAVAILABLE);
+    CHECK_STR(err.code, "store_busy");
+    CHECK_EQ_INT(store_tx_depth(b), 0);
+    CHECK_EQ_INT(count(a, "SELECT COUNT(*) FROM t WHERE k = 'b'"), 0);
+    CHECK_EQ_INT(rows_in_t(a), 2);
+    /* the refused writer's next transaction goes through */
+    CHECK_EQ_INT(put(b, "c", 3, &err), 1);
+    CHECK_EQ_INT(rows_in_t(a), 3);
+    store_close(b);
 }

@@ -57,6 +57,7 @@ addMessages({
     'admin.gpu.item.nogpu': 'No-GPU mode (per hour)',
     'admin.gpu.item.data_disk': 'Data disk (per GiB-day)',
     'admin.gpu.item.file_storage': 'File storage (per GiB-day)',
+    'admin.gpu.item.image_storage': 'Saved images (per GiB-day, every region)',
     'admin.gpu.amount': 'Price ({currency})',
     'admin.gpu.free': 'Free GiB (not billed)',
     'admin.gpu.freeHint': 'Empty: 0.',
@@ -109,6 +110,7 @@ addMessages({
     'admin.gpu.item.nogpu': '无卡模式（每小时）',
     'admin.gpu.item.data_disk': '数据盘（每 GiB·天）',
     'admin.gpu.item.file_storage': '文件存储（每 GiB·天）',
+    'admin.gpu.item.image_storage': '保存的镜像（每 GiB·天，所有地区）',
     'admin.gpu.amount': '价格（{currency}）',
     'admin.gpu.free': '免费容量（GiB，不计费）',
     'admin.gpu.freeHint': '留空：0。',
@@ -244,7 +246,7 @@ function OtherPrices({ regions, onDone, market }) {
       <form class="narrow" onSubmit=${submit}>
         <${Field} label=${t('admin.gpu.item')}>
           <select name="item" value=${item} onChange=${(e) => setItem(e.target.value)}>
-            ${['nogpu', 'data_disk', 'file_storage'].map((i) => html`<option key=${i} value=${i}>${t('admin.gpu.item.' + i)}</option>`)}
+            ${['nogpu', 'data_disk', 'file_storage', 'image_storage'].map((i) => html`<option key=${i} value=${i}>${t('admin.gpu.item.' + i)}</option>`)}
           </select>
         </${Field}>
         <${RegionSelect} regions=${regions} value=${where} onChange=${setWhere} name="region" label=${t('admin.gpu.where')} defaultLabel=${t('admin.gpu.whereDefault')} />

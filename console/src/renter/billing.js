@@ -37,8 +37,9 @@ addMessages({
     'bill.to': 'To',
     'bill.csv_days': 'Download the bill (CSV)',
     'bill.csv_charges': 'Download the charges (CSV)',
-    'bill.kind.gpu': 'GPU', 'bill.kind.nogpu': 'no GPU', 'bill.kind.data_disk': 'data disk', 'bill.kind.plan': 'plan', 'bill.kind.plan_refund': 'plan refund',
+    'bill.kind.gpu': 'GPU', 'bill.kind.nogpu': 'no GPU', 'bill.kind.data_disk': 'data disk', 'bill.kind.file_storage': 'file storage', 'bill.kind.image_storage': 'saved images', 'bill.kind.plan': 'plan', 'bill.kind.plan_refund': 'plan refund',
     'bill.more': 'Showing the latest {n} of {all}; the CSV has them all.',
+    'bill.renter_wide': 'file storage and saved images',
   },
   zh: {
     'bill.title': '费用中心',
@@ -67,12 +68,13 @@ addMessages({
     'bill.to': '结束',
     'bill.csv_days': '下载账单（CSV）',
     'bill.csv_charges': '下载扣费明细（CSV）',
-    'bill.kind.gpu': 'GPU', 'bill.kind.nogpu': '无卡', 'bill.kind.data_disk': '数据盘', 'bill.kind.plan': '套餐', 'bill.kind.plan_refund': '套餐退款',
+    'bill.kind.gpu': 'GPU', 'bill.kind.nogpu': '无卡', 'bill.kind.data_disk': '数据盘', 'bill.kind.file_storage': '文件存储', 'bill.kind.image_storage': '保存的镜像', 'bill.kind.plan': '套餐', 'bill.kind.plan_refund': '套餐退款',
     'bill.more': '显示最近 {n} 笔，共 {all} 笔；CSV 包含全部。',
+    'bill.renter_wide': '文件存储与保存的镜像',
   },
 });
 
-const KINDS = ['gpu', 'nogpu', 'data_disk', 'plan', 'plan_refund'];
+const KINDS = ['gpu', 'nogpu', 'data_disk', 'file_storage', 'image_storage', 'plan', 'plan_refund'];
 
 // micros -> "12.50", "0.000123", "-3.00": exact, no currency symbol.
 export function csvMoney(micros) {
@@ -214,7 +216,7 @@ export default function Billing() {
   );
   const money = (r) => fmtMoney(r.amount_micros);
   const instCols = [
-    { key: 'name', label: t('bill.instance'), render: (r) => html`${r.name || r.instance_id} <span class="muted mono">${r.instance_id}</span>` },
+    { key: 'name', label: t('bill.instance'), render: (r) => (r.instance_id ? html`${r.name || r.instance_id} <span class="muted mono">${r.instance_id}</span>` : t('bill.renter_wide')) },
     { key: 'amount', label: t('bill.amount'), class: 'num', render: money },
     { key: 'charges', label: t('bill.charges'), class: 'num' },
     { key: 'seconds', label: t('bill.seconds'), class: 'num', render: (r) => fmtDuration(r.seconds) },
@@ -233,7 +235,7 @@ export default function Billing() {
   const chargeCols = [
     { key: 'period_from', label: t('bill.from'), render: (c) => fmtDateTime(c.period_from) },
     { key: 'period_to', label: t('bill.to'), render: (c) => fmtDateTime(c.period_to) },
-    { key: 'instance_id', label: t('bill.instance'), render: (c) => html`<span class="mono">${c.instance_id}</span>` },
+    { key: 'instance_id', label: t('bill.instance'), render: (c) => (c.instance_id ? html`<span class="mono">${c.instance_id}</span>` : t('bill.renter_wide')) },
     { key: 'kind', label: t('bill.kind'), render: (c) => t('bill.kind.' + c.kind) },
     { key: 'amount', label: t('bill.amount'), class: 'num', render: money },
   ];

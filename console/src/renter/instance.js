@@ -42,6 +42,7 @@ addMessages({
     'inst.charged': 'Charged so far',
     'inst.created': 'Created',
     'inst.message': 'Host says',
+    'inst.hint': 'Hint',
     'inst.clocks': 'Clocks',
     'inst.ssh': 'SSH',
     'inst.ssh_cmd': 'Command',
@@ -129,6 +130,7 @@ addMessages({
     'inst.charged': '累计扣费',
     'inst.created': '创建时间',
     'inst.message': '主机消息',
+    'inst.hint': '提示',
     'inst.clocks': '倒计时',
     'inst.ssh': 'SSH 登录',
     'inst.ssh_cmd': '登录指令',
@@ -391,14 +393,14 @@ function Events({ inst }) {
   </section>`;
 }
 
-function TerminalBox({ inst, onClose }) {
+// A part of the page that is a chunk of its own, loaded on first use:
+// null while it loads, then {C} (C null when the chunk failed to load, as
+// after a deploy mid-session).
+function useChunk(load) {
   const [mod, setMod] = useState(null);
   useEffect(() => {
     let live = true;
-    // terminal.js (xterm.js) is its own chunk, loaded only here; a chunk
-    // that fails to load (a deploy mid-session) says the terminal is
-    // unavailable.
-    import('./terminal.js').then(
+    load().then(
       (m) => live && setMod({ C: m && m.default ? m.default : null }),
       () => live && setMod({ C: null }),
     );
@@ -406,6 +408,13 @@ function TerminalBox({ inst, onClose }) {
       live = false;
     };
   }, []);
+  return mod;
+}
+
+function TerminalBox({ inst, onClose }) {
+  // terminal.js (xterm.js): a chunk that fails to load says the terminal
+  // is unavailable
+  const mod = useChunk(() => import('./terminal.js'));
   if (!mod) return html`<${Spinner} />`;
   if (!mod.C) return html`<p class="warnbox" role="status">${t('inst.terminal_unavailable')}</p>`;
   const C = mod.C;
@@ -413,6 +422,16 @@ function TerminalBox({ inst, onClose }) {
     <div class="buttons" style="margin-top:0"><button type="button" onClick=${onClose}>${t('inst.terminal_close')}</button></div>
     <${C} instance=${inst} />
   </section>`;
+}
+
+// The charts (charts.js, uPlot): a chunk that fails to load leaves the
+// rest of the page working.
+function MetricsBox({ inst }) {
+  const mod = useChunk(() => import('./charts.js'));
+  if (!mod) return html`<${Spinner} />`;
+  if (!mod.C) return null;
+  const C = mod.C;
+  return html`<${C} instance=${inst} />`;
 }
 
 export default function Instance({ id }) {
@@ -466,6 +485,7 @@ export default function Instance({ id }) {
     <p><${Link} href="/instances">← ${t('inst.back')}<//> · ${stateBadge(i)} <span class="muted">${t('mode.' + i.mode)}</span></p>
     <${ErrorBox} error=${err} />
     ${i.state_message ? html`<p class="warnbox">${t('inst.message')}: ${i.state_message}</p>` : null}
+    ${(i.hints || []).map((h) => html`<p class="warnbox" role="status" data-hint=${h.kind}>${t('inst.hint')}: ${h.message}</p>`)}
     ${term && canTerm ? html`<${TerminalBox} inst=${i} onClose=${() => setTerm(false)} />` : null}
     <div class="grid">
       <section class="card" aria-labelledby="ov-h">
@@ -503,6 +523,7 @@ export default function Instance({ id }) {
       </section>
     </div>
     ${!gone ? html`<${Services} inst=${i} />` : null}
+    ${!gone && s !== 'creating' ? html`<${MetricsBox} inst=${i} />` : null}
     ${!gone
       ? html`<div class="grid"><${PlanBox} inst=${i} setInst=${inst.setData} /><${StopsBox} inst=${i} setInst=${inst.setData} /></div>`
       : null}
