@@ -7,13 +7,20 @@
 
 #include "../../server/catalog.h"
 #include "../../server/hints.h"
+#include "../../node/gpu.h"
 #include "../../lib/cleanup.h"
 #include "../../lib/id.h"
 #include "../../lib/json.h"
 #include "../../lib/series.h"
+#include "../../lib/xalloc.h"
 
+#include <libgen.h>
+#include <limits.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define T0  1767225600 /* 2026-01-01 */
 #define GIB (1024.0 * 1024 * 1024)
@@ -24,14 +31,14 @@ static void must(int rc, struct sl_error *err, const char *what)
         test_fail(__FILE__, __LINE__, "%s: %s", what, err->message);
 }
 
-/* An instance i-h of u-h, running on one 24 GiB GPU, plan as given. */
-static void world(struct store *st, const char *plan)
+/* An instance i-h of u-h, running with GPUs of vram_mib, plan as given. */
+static void world_of(struct store *st, const char *plan, int64_t vram_mib)
 {
     struct sl_error err = SL_ERROR_INIT;
     char model[SL_ID_MAX];
 
     must(catalog_region_create(st, "hint-1", "Hints", false, &err), &err, "region");
-    must(catalog_gpu_model_create(st, "Hint GPU", 24576, 8, 65536, 1000000, false, NULL, model,
+    must(catalog_gpu_model_create(st, "Hint GPU", vram_mib, 8, 65536, 1000000, false, NULL, model,
                                   &err),
          &err, "model");
     must(store_exec(st,
@@ -53,6 +60,12 @@ static void world(struct store *st, const char *plan)
                     " 'running', 'running', ?2, 1, 1)",
                     DB_ARGS(DB_TEXT(model), DB_TEXT(plan)), &err),
          &err, "instance");
+}
+
+/* ... on one 24 GiB GPU */
+static void world(struct store *st, const char *plan)
+{
+    world_of(st, plan, 24576);
 }
 
 /* A sample by position: CPU share, system disk use of 30 GiB, and (gpu_util
@@ -271,5 +284,128 @@ TEST(a_stopped_instance_has_no_hints)
     must(store_get_int(st, "SELECT COUNT(*) FROM instance_hints", DB_NO_ARGS, &n, &err), &err,
          "count");
     CHECK_EQ_INT(n, 0);
+    test_store_close(st);
+}
+
+/* Through the NVML stand-in (tests/unit/fake-nvml: an 8x H200 host's
+ * recorded answers, read by node/gpu-nvml.c's real dlopen path): the GPUs
+ * of the instance are the host's GPUs `held`, their figures what NVML says
+ * under FAKE_NVML_SCENARIO, mapped to the instance's series as the agent
+ * does (its own GPU numbers, node/metrics.c). */
+static bool nvml_sample(const char *scenario, const unsigned *held, size_t n_held, double cpu_share,
+                        struct sample *out)
+{
+    static char lib[PATH_MAX + 64];
+    char exe[PATH_MAX], name[SL_SERIES_NAME_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    struct sl_error err = SL_ERROR_INIT;
+    struct gpu_source src = { 0 };
+    cleanup_free struct gpu_usage *u = xcalloc(GPU_MAX, sizeof(*u));
+    size_t n = 0;
+
+    if (len < 0)
+        return false;
+    exe[len] = '\0';
+    snprintf(lib, sizeof(lib), "%s/fake-nvml/libnvidia-ml.so.1", dirname(exe));
+    if (scenario)
+        setenv("FAKE_NVML_SCENARIO", scenario, 1);
+    else
+        unsetenv("FAKE_NVML_SCENARIO");
+    if (!CHECK_EQ_INT(gpu_nvml_open_library(lib, &src, &err), 0))
+        return false;
+    bool ok = CHECK_EQ_INT(src.ops->usage(src.state, u, &n, &err), 0);
+    gpu_source_release(&src);
+    unsetenv("FAKE_NVML_SCENARIO");
+    if (!ok)
+        return false;
+    *out = sample(cpu_share, 0.1, -1, 0);
+    for (size_t k = 0; k < n_held; k++) {
+        snprintf(name, sizeof(name), "gpu%zu_utilization_percent", k);
+        set(out, name, u[held[k]].gpu_percent);
+        snprintf(name, sizeof(name), "gpu%zu_memory_used_bytes", k);
+        set(out, name, (double)u[held[k]].used_mib * 1024 * 1024);
+    }
+    return true;
+}
+
+#define H200_MIB 143771
+
+TEST(nvml_a_starved_gpu_behind_a_busy_cpu_is_the_data_loader)
+{
+    struct store *st = test_store();
+    const unsigned gpu7[] = { 7 }; /* NVML: 12 % busy */
+    struct sample s;
+
+    world_of(st, "payg", H200_MIB);
+    for (int64_t t = 0; t <= 130; t += 10) {
+        if (!nvml_sample(NULL, gpu7, 1, 1.0, &s))
+            return;
+        observe(st, T0 + t, s);
+    }
+    cleanup_free char *starved = shown(st);
+    CHECK_STR(starved, "data_loader");
+    struct sl_error err = SL_ERROR_INIT;
+    cleanup_json json_t *list = hints_of_instance(st, "i-h", &err);
+    CHECK_CONTAINS(json_string_value(json_object_get(json_array_get(list, 0), "message")),
+                   "the GPUs are 12% busy");
+    test_store_close(st);
+}
+
+TEST(nvml_a_busy_gpu_is_not_starved)
+{
+    struct store *st = test_store();
+    const unsigned gpu0[] = { 0 }; /* NVML: 97 % busy */
+    struct sample s;
+
+    world_of(st, "payg", H200_MIB);
+    for (int64_t t = 0; t <= 300; t += 10) {
+        if (!nvml_sample(NULL, gpu0, 1, 1.0, &s))
+            return;
+        observe(st, T0 + t, s);
+    }
+    cleanup_free char *none = shown(st);
+    CHECK_STR(none, "");
+    test_store_close(st);
+}
+
+TEST(nvml_memory_full_is_an_oom_risk)
+{
+    struct store *st = test_store();
+    const unsigned gpu0[] = { 0 };
+    struct sample s;
+
+    world_of(st, "payg", H200_MIB);
+    /* the recorded host: 71,234 of 143,771 MiB, no hint */
+    for (int64_t t = 0; t <= 60; t += 10) {
+        if (!nvml_sample(NULL, gpu0, 1, 0.3, &s))
+            return;
+        observe(st, T0 + t, s);
+    }
+    cleanup_free char *half = shown(st);
+    CHECK_STR(half, "");
+    for (int64_t t = 70; t <= 110; t += 10) {
+        if (!nvml_sample("memory-full", gpu0, 1, 0.3, &s))
+            return;
+        observe(st, T0 + t, s);
+    }
+    cleanup_free char *full = shown(st);
+    CHECK_STR(full, "gpu_memory");
+    test_store_close(st);
+}
+
+TEST(nvml_idle_gpus_for_an_hour)
+{
+    struct store *st = test_store();
+    const unsigned idle[] = { 2, 3 }; /* NVML: 0 % each */
+    struct sample s;
+
+    world_of(st, "payg", H200_MIB);
+    for (int64_t t = 0; t <= 3600; t += 300) {
+        if (!nvml_sample(NULL, idle, 2, 0.01, &s))
+            return;
+        observe(st, T0 + t, s);
+    }
+    cleanup_free char *idle_hint = shown(st);
+    CHECK_STR(idle_hint, "gpu_idle");
     test_store_close(st);
 }

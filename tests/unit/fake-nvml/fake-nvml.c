@@ -11,6 +11,7 @@
  *   no-gpus      nvmlDeviceGetCount_v2 says 0
  *   gpu-lost     GPU 5 fell off the bus (NVML_ERROR_GPU_IS_LOST)
  *   many-procs   GPU 2 runs 100 processes (more than a first call has room for)
+ *   memory-full  GPU 0's memory is 97 % used (test-hints.c)
  *
  * Built by the Makefile as $(BUILD)/tests/fake-nvml/libnvidia-ml.so.1. */
 #include <stdlib.h>
@@ -162,6 +163,8 @@ int nvmlDeviceGetMemoryInfo(void *dev, struct nvml_memory *mem)
         return NVML_ERROR_INVALID_ARGUMENT;
     mem->total = total_mib * MIB;
     mem->used = g->used_mib * MIB;
+    if (g == &gpus[0] && scenario("memory-full"))
+        mem->used = 140000 * MIB; /* 97 % of the card: the next batch may not fit */
     mem->free = mem->total - mem->used;
     return NVML_SUCCESS;
 }
