@@ -447,6 +447,48 @@ static int by_user(const void *a, const void *b)
     return c ? c : (x->seq > y->seq) - (x->seq < y->seq);
 }
 
+/* Instances per statement of bump_revisions. */
+#define REVISION_BATCH 500
+
+/* Bumps the revision of the instances whose meters in ms[0..n) were
+ * settled (settlements now past was[i]), so that event streams send their
+ * new charged_micros: one statement per REVISION_BATCH instances, where a
+ * trigger per settlement cost more than the settlement itself
+ * (migration 14). Each gets a revision of its own: a stream pages by
+ * revision (event-stream.c), and a renter with more instances than a page
+ * sharing one would lose some. */
+static int bump_batch(struct store *st, struct db_arg *args, size_t *k, struct sl_error *err)
+{
+    cleanup_buf struct sl_buf sql = SL_BUF_INIT;
+
+    sl_buf_adds(&sql, "INSERT INTO instance_revisions (instance_id, user_id, rev)"
+                      " SELECT i.id, i.user_id, (SELECT COALESCE(MAX(rev), 0) FROM"
+                      " instance_revisions) + ROW_NUMBER() OVER (ORDER BY i.id)"
+                      " FROM instances i WHERE i.id IN (");
+    for (size_t a = 0; a < *k; a++)
+        sl_buf_addf(&sql, "%s?%zu", a ? ", " : "", a + 1);
+    sl_buf_adds(&sql, ") ON CONFLICT (instance_id) DO UPDATE SET rev = excluded.rev");
+    args[*k] = (struct db_arg){ .type = DB_ARG_END };
+    *k = 0;
+    return store_exec(st, sql.data, args, err) < 0 ? -1 : 0;
+}
+
+static int bump_revisions(struct store *st, const struct meter *ms, const int64_t *was, size_t n,
+                          struct sl_error *err)
+{
+    struct db_arg args[REVISION_BATCH + 1];
+    size_t k = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        if (!ms[i].instance_id[0] || ms[i].settlements == was[i])
+            continue;
+        args[k++] = DB_TEXT(ms[i].instance_id);
+        if (k == REVISION_BATCH && bump_batch(st, args, &k, err) < 0)
+            return -1;
+    }
+    return k ? bump_batch(st, args, &k, err) : 0;
+}
+
 /* Settles one chunk of meters, sorted by renter: one ledger transaction
  * per renter, one store transaction for the chunk. */
 static int settle_chunk(struct store *st, struct meter *ms, size_t n, int64_t now,
@@ -454,6 +496,10 @@ static int settle_chunk(struct store *st, struct meter *ms, size_t n, int64_t no
 {
     cleanup_tx struct store *tx = NULL;
 
+    cleanup_free int64_t *was = xcalloc(n ? n : 1, sizeof(*was));
+
+    for (size_t i = 0; i < n; i++)
+        was[i] = ms[i].settlements;
     if (store_begin(st, err) < 0)
         return -1;
     tx = st;
@@ -467,6 +513,8 @@ static int settle_chunk(struct store *st, struct meter *ms, size_t n, int64_t no
             after += ms[k].settlements;
         stats->settlements += after - before;
     }
+    if (bump_revisions(st, ms, was, n, err) < 0)
+        return -1;
     stats->meters += (int64_t)n;
     if (store_commit(st, err) < 0)
         return -1;

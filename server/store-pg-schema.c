@@ -853,6 +853,14 @@ const char *const pg_migrations[] = {
     "  WHERE ended_at IS NULL AND instance_id = '';"
     /* a renter's own list of them (GET /v1/meters) */
     "CREATE INDEX meters_renter ON meters(user_id, seq) WHERE instance_id = '';"
+    /* a settlement bumps no revision row by row (SQLite's migration 14):
+     * its chunk's instances in one statement (billing-meter.c) */
+    "DROP TRIGGER instance_rev_meters_u ON meters;"
+    "CREATE TRIGGER instance_rev_meters_u AFTER UPDATE OF ended_at ON meters FOR EACH ROW"
+    "  EXECUTE FUNCTION instance_rev_meters_u_fn();"
+    "DROP TRIGGER instance_rev_charges ON charges;"
+    "CREATE TRIGGER instance_rev_charges AFTER INSERT ON charges FOR EACH ROW"
+    "  WHEN (NEW.meter_seq IS NULL) EXECUTE FUNCTION instance_rev_charges_fn();"
     /* metrics per instance (server/instance-metrics.h, docs/design/metrics.md) */
     "CREATE TABLE instance_metrics ("
     "  instance_id TEXT NOT NULL,"

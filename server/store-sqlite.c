@@ -91,10 +91,16 @@ static void *sq_connect(const char *target, bool writer, struct sl_error *err)
      * has committed, and with mmap SQLite also unmaps the whole file then:
      * an munmap and page faults for every read transaction (12% of
      * suanlid's CPU per placement in bench/sched.py), so it reads with
-     * read(). */
+     * read(). temp_store=FILE, not MEMORY: statement journals then spill
+     * to a temporary file past 64 KiB; held in memory they are a list of
+     * chunks that SQLite walks from the start, and in a long write
+     * transaction (a settlement chunk of 5,000 meters) that walk took 75%
+     * of suanlid's CPU: a pass over 50,000 meters took 7.4 s, 2.5 s with
+     * FILE (bench/settle.sh). Small temporary tables stay in the page
+     * cache either way. */
     rc = sqlite3_exec(c->db,
                       "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
-                      " PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY;"
+                      " PRAGMA foreign_keys=ON; PRAGMA temp_store=FILE;"
                       " PRAGMA cache_size=-65536;",
                       NULL, NULL, &errmsg);
     if (rc == SQLITE_OK && writer)

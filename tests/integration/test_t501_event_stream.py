@@ -174,6 +174,35 @@ def test_a_renter_hears_only_their_own(cluster, streams):
     cluster.verb(a, iid, "release")
 
 
+def test_a_settlement_reaches_the_stream(cluster, streams):
+    """A settlement pass charges the running instance: the owner's stream
+    carries the instance with its new charged_micros (its revision is
+    bumped once per settled chunk, not by a trigger per settlement)."""
+    s = cluster.server
+    a = cluster.renter()
+    inst = cluster.create(a)
+    iid = inst["id"]
+    try:
+        sa = streams(s, token=a["token"])
+        ready(sa)
+        wait_for(lambda: [m for m in sa.of("instance") if m["data"]["id"] == iid],
+                 timeout=10, what="the instance on the stream")
+        before = cluster.get(a, iid)["charged_micros"]
+
+        def charged_on_stream():
+            r = s.request("POST", "/v1/admin/billing/run", {}, token=s.admin_token)
+            assert r.status == 200, r
+            seen = [m["data"]["charged_micros"] for m in sa.of("instance")
+                    if m["data"]["id"] == iid]
+            return seen and seen[-1] > before and seen[-1]
+        got = wait_for(charged_on_stream, timeout=60, interval=1,
+                       what="a settlement's charge on the stream")
+        # what the stream said is what the API says (or behind a later pass)
+        assert got <= cluster.get(a, iid)["charged_micros"]
+    finally:
+        cluster.verb(a, iid, "release")
+
+
 def test_resume_loses_nothing_and_repeats_nothing(cluster, streams):
     """Disconnect mid-way, change things, reconnect with Last-Event-ID: the
     events in between come once each, and the instance's latest state and the
