@@ -169,11 +169,7 @@ static int instance_facts(struct store *st, const char *instance_id, struct hint
     in->vram_bytes = db_int(rows, 0) * 1024 * 1024;
     in->payg = strcmp(db_text(rows, 1), "payg") == 0 && strcmp(db_text(rows, 2), "gpu") == 0 &&
                db_int(rows, 3) > 0;
-    int64_t charged;
-    db_rows_free(TAKE_PTR(rows));
-    return billing_instance_charged(st, instance_id, &charged, &in->rate_per_hour_micros, err) < 0
-               ? -1
-               : 1;
+    return 1;
 }
 
 /* The state of an instance's hints: since (-1: none) and shown. */
@@ -248,6 +244,12 @@ int hints_observe(struct store *st, const char *instance_id, int64_t t, const do
         }
         if (states[k].shown || t - states[k].since < kinds[k].hold)
             continue;
+        /* what it costs per hour: read only for the message that says it,
+         * not at every heartbeat */
+        int64_t charged;
+        if (k == HINT_GPU_IDLE &&
+            billing_instance_charged(st, instance_id, &charged, &in.rate_per_hour_micros, err) < 0)
+            return -1;
         cleanup_free char *message =
             hint_message(k, &in, instance_id, t - states[k].since, currency);
         if (store_exec(
