@@ -354,36 +354,61 @@ static int add_events(struct server *srv, struct event_stream *st, struct sl_buf
     return 0;
 }
 
+int event_instance_changes(struct store *store, const char *user_id, int64_t after, int limit,
+                           struct instance_change **out, size_t *n, struct sl_error *err)
+{
+    /* the limit-th row's revision bounds the round, so that every row of
+     * that revision comes along: past the limit when several share it */
+    cleanup_rows struct db_rows *rows = store_query(
+        store,
+        "SELECT instance_id, rev FROM instance_revisions WHERE user_id = ?1 AND rev > ?2"
+        " AND rev <= COALESCE((SELECT rev FROM instance_revisions WHERE user_id = ?1"
+        " AND rev > ?2 ORDER BY rev LIMIT 1 OFFSET ?3), ?4)"
+        " ORDER BY rev, instance_id",
+        DB_ARGS(DB_TEXT(user_id), DB_INT(after), DB_INT(limit - 1), DB_INT(INT64_MAX)), err);
+    size_t cap = 0;
+    int rc;
+
+    *out = NULL;
+    *n = 0;
+    while (rows && (rc = db_next(rows, err)) == 1) {
+        if (*n == cap) {
+            cap = cap ? 2 * cap : (size_t)limit;
+            *out = xrealloc(*out, cap * sizeof(**out));
+        }
+        struct instance_change *c = &(*out)[(*n)++];
+        snprintf(c->id, sizeof(c->id), "%s", db_text(rows, 0));
+        c->rev = db_int(rows, 1);
+    }
+    if (rows && rc == 0)
+        return 0;
+    free(*out);
+    *out = NULL;
+    *n = 0;
+    return -1;
+}
+
 static int add_instances(struct server *srv, struct event_stream *st, struct sl_buf *out,
                          struct sl_error *err)
 {
-    char ids[ROUND_LIMIT][SL_ID_MAX];
-    int64_t revs[ROUND_LIMIT];
-    int n = 0, rc;
+    cleanup_free struct instance_change *changes = NULL;
+    size_t n;
 
-    {
-        cleanup_rows struct db_rows *rows = store_query(
-            srv->store,
-            "SELECT instance_id, rev FROM instance_revisions WHERE user_id = ?1 AND rev > ?2"
-            " ORDER BY rev, instance_id LIMIT ?3",
-            DB_ARGS(DB_TEXT(st->user_id), DB_INT(st->cur.instance_rev), DB_INT(ROUND_LIMIT)), err);
-        while (rows && n < ROUND_LIMIT && (rc = db_next(rows, err)) == 1) {
-            snprintf(ids[n], sizeof(ids[n]), "%s", db_text(rows, 0));
-            revs[n++] = db_int(rows, 1);
-        }
-        if (!rows || (n < ROUND_LIMIT && rc < 0))
-            return -1;
-    }
-    st->more |= n == ROUND_LIMIT;
-    for (int i = 0; i < n; i++) {
+    if (event_instance_changes(srv->store, st->user_id, st->cur.instance_rev, ROUND_LIMIT, &changes,
+                               &n, err) < 0)
+        return -1;
+    st->more |= n >= ROUND_LIMIT;
+    for (size_t i = 0; i < n; i++) {
         /* the owner's view, exactly as GET /v1/instances/{id} gives it */
-        cleanup_json json_t *j = instance_json(srv, ids[i], st->user_id, err);
+        cleanup_json json_t *j = instance_json(srv, changes[i].id, st->user_id, err);
         if (!j && err->kind != SL_E_NOT_FOUND)
             return -1;
         sl_error_clear(err);
         /* several instances may share a revision (one statement bumped
-         * them): the id moves past it with the last of them */
-        st->cur.instance_rev = i + 1 < n && revs[i + 1] == revs[i] ? revs[i] - 1 : revs[i];
+         * them): the id moves past it with the last of them, which the
+         * round always holds */
+        int64_t rev = changes[i].rev;
+        st->cur.instance_rev = i + 1 < n && changes[i + 1].rev == rev ? rev - 1 : rev;
         if (j)
             add_message(out, "instance", &st->cur, j);
     }

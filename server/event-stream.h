@@ -79,4 +79,15 @@ void event_stream_close(struct event_stream *st);
 /* "E.R.L" as the stream sends it; -1 with err (400 invalid_last_event_id). */
 int event_cursor_parse(const char *text, struct event_cursor *c, struct sl_error *err);
 
+/* user_id's instances whose revision is after `after`, in revision order:
+ * about `limit` of them, never fewer than all of a revision (one statement
+ * may bump many instances to one revision, and a cursor past it must have
+ * sent them all). *out is the caller's to free; -1 with err. */
+struct instance_change {
+    char id[SL_ID_MAX];
+    int64_t rev;
+};
+int event_instance_changes(struct store *store, const char *user_id, int64_t after, int limit,
+                           struct instance_change **out, size_t *n, struct sl_error *err);
+
 #endif
