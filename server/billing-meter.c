@@ -12,6 +12,7 @@
 #include "../lib/timeconst.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,12 +107,29 @@ static int64_t next_midnight(int64_t t)
  * settlements in a store transaction are one ledger transaction moving
  * their sum from the renter to the platform, keyed by its first
  * settlement. 100,000 meters are then 100,000 rows, not 100,000 ledger
- * transactions of five rows each. */
+ * transactions of five rows each. The rows are written many to a
+ * statement (the charges in one INSERT, the meters' new positions in one
+ * UPDATE ... FROM VALUES): a statement per row cost a round trip each on
+ * PostgreSQL and most of a pass's CPU on SQLite. A batch's n rows go in
+ * statements of the powers of two that sum to n, each text made once
+ * (rows_sql): the stores cache prepared statements by their text's
+ * address, and SQLite's parse of a statement with a thousand numbered
+ * parameters is quadratic in them. */
+#define BATCH_SIZES    8 /* statements of 1, 2, 4, ... 128 rows */
+#define BATCH_ROWS     (1 << (BATCH_SIZES - 1))
+#define CHARGE_COLUMNS 10
+#define MOVE_COLUMNS   5
+
 struct batch {
     char user_id[SL_ID_MAX];
     char txn_id[SL_ID_MAX];
     char key[128];
-    int64_t total, count;
+    int64_t total, count, now;
+    /* rows not written yet (batch_flush); the texts point into the meters
+     * and the batch, which outlive the flush */
+    struct db_arg charges[BATCH_ROWS * CHARGE_COLUMNS + 1];
+    struct db_arg moves[BATCH_ROWS * MOVE_COLUMNS + 1];
+    size_t n_charges, n_moves;
 };
 
 static void batch_begin(struct batch *b, const char *user_id)
@@ -121,6 +139,83 @@ static void batch_begin(struct batch *b, const char *user_id)
     b->key[0] = '\0';
     b->total = 0;
     b->count = 0;
+    b->now = sl_time_now();
+    b->n_charges = 0;
+    b->n_moves = 0;
+}
+
+static char *charges_sql[BATCH_SIZES], *moves_sql[BATCH_SIZES];
+static pthread_once_t rows_sql_once = PTHREAD_ONCE_INIT;
+
+/* "(?1, ?2, ...), (...)": rows of columns numbered from ?1 */
+static void values_sql(struct sl_buf *sql, size_t rows, size_t columns)
+{
+    for (size_t r = 0; r < rows; r++) {
+        sl_buf_adds(sql, r ? ", (" : "(");
+        for (size_t c = 0; c < columns; c++)
+            sl_buf_addf(sql, "%s?%zu", c ? ", " : "", r * columns + c + 1);
+        sl_buf_adds(sql, ")");
+    }
+}
+
+/* The statements of each size, made once and kept while suanlid runs. */
+static void rows_sql(void)
+{
+    for (size_t k = 0; k < BATCH_SIZES; k++) {
+        struct sl_buf sql = SL_BUF_INIT;
+        sl_buf_adds(&sql, "INSERT INTO charges (txn_id, user_id, instance_id, item, meter_seq,"
+                          " settlement, period_from, period_to, amount_micros, created_at)"
+                          " VALUES ");
+        values_sql(&sql, (size_t)1 << k, CHARGE_COLUMNS);
+        charges_sql[k] = sl_buf_detach(&sql, NULL);
+        sl_buf_adds(&sql, "UPDATE meters SET settled_until = v.column2, charged_micros ="
+                          " v.column3, settlements = v.column4 FROM (VALUES ");
+        values_sql(&sql, (size_t)1 << k, MOVE_COLUMNS);
+        sl_buf_adds(&sql, ") AS v WHERE meters.seq = v.column1 AND meters.settlements = v.column5");
+        moves_sql[k] = sl_buf_detach(&sql, NULL);
+    }
+}
+
+/* Writes rows (of columns args each) with the statements sqls, the
+ * largest first; returns the rows changed, or -1. */
+static int64_t write_rows(struct store *st, char *const *sqls, struct db_arg *args, size_t rows,
+                          size_t columns, struct sl_error *err)
+{
+    int64_t changed = 0;
+    size_t done = 0;
+
+    for (int k = BATCH_SIZES - 1; k >= 0; k--) {
+        size_t size = (size_t)1 << k;
+        for (; rows - done >= size; done += size) {
+            struct db_arg *end = &args[(done + size) * columns], kept = *end;
+            *end = (struct db_arg){ .type = DB_ARG_END };
+            int rc = store_exec(st, sqls[k], &args[done * columns], err);
+            *end = kept;
+            if (rc < 0)
+                return -1;
+            changed += rc;
+        }
+    }
+    return changed;
+}
+
+/* Writes the batch's pending charges, then the meters' new positions. A
+ * meter that moved since it was read (another pass, a close) fails the
+ * whole transaction as busy: never charged twice. */
+static int batch_flush(struct store *st, struct batch *b, struct sl_error *err)
+{
+    pthread_once(&rows_sql_once, rows_sql);
+    if (write_rows(st, charges_sql, b->charges, b->n_charges, CHARGE_COLUMNS, err) < 0)
+        return -1;
+    b->n_charges = 0;
+    int64_t moved = write_rows(st, moves_sql, b->moves, b->n_moves, MOVE_COLUMNS, err);
+    if (moved < 0)
+        return -1;
+    if ((size_t)moved != b->n_moves)
+        return sl_fail(err, SL_E_UNAVAILABLE, "busy", "%zu of %zu meters moved: try again",
+                       b->n_moves - (size_t)moved, b->n_moves);
+    b->n_moves = 0;
+    return 0;
 }
 
 /* One settlement: a charges row of the batch's ledger transaction. */
@@ -133,24 +228,46 @@ static int charge(struct store *st, struct batch *b, const struct meter *m, int6
     if (sl_money_add(b->total, amount, &b->total, err) < 0)
         return -1;
     b->count++;
-    return store_exec(st,
-                      "INSERT INTO charges (txn_id, user_id, instance_id, item, meter_seq,"
-                      " settlement, period_from, period_to, amount_micros, created_at)"
-                      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                      DB_ARGS(DB_TEXT(b->txn_id), DB_TEXT(m->user_id), DB_TEXT(m->instance_id),
-                              DB_TEXT(m->item), DB_INT(m->seq), DB_INT(n), DB_INT(from), DB_INT(to),
-                              DB_INT(amount), DB_INT(sl_time_now())),
-                      err) < 0
-               ? -1
-               : 0;
+    if (b->n_charges == BATCH_ROWS && batch_flush(st, b, err) < 0)
+        return -1;
+    struct db_arg *row = &b->charges[b->n_charges++ * CHARGE_COLUMNS];
+    row[0] = DB_TEXT(b->txn_id);
+    row[1] = DB_TEXT(m->user_id);
+    row[2] = DB_TEXT(m->instance_id);
+    row[3] = DB_TEXT(m->item);
+    row[4] = DB_INT(m->seq);
+    row[5] = DB_INT(n);
+    row[6] = DB_INT(from);
+    row[7] = DB_INT(to);
+    row[8] = DB_INT(amount);
+    row[9] = DB_INT(b->now);
+    return 0;
 }
 
-/* The ledger transaction of a batch's settlements, if any. */
+/* A meter's new position, written by batch_flush where it still is at
+ * `was` settlements. */
+static int move(struct store *st, struct batch *b, const struct meter *m, int64_t was,
+                struct sl_error *err)
+{
+    if (b->n_moves == BATCH_ROWS && batch_flush(st, b, err) < 0)
+        return -1;
+    struct db_arg *row = &b->moves[b->n_moves++ * MOVE_COLUMNS];
+    row[0] = DB_INT(m->seq);
+    row[1] = DB_INT(m->settled);
+    row[2] = DB_INT(m->charged);
+    row[3] = DB_INT(m->settlements);
+    row[4] = DB_INT(was);
+    return 0;
+}
+
+/* The batch's rows, and the ledger transaction of its settlements if any. */
 static int batch_end(struct store *st, struct batch *b, struct sl_error *err)
 {
     char account[LEDGER_ACCOUNT_MAX], txn_id[SL_ID_MAX], memo[64];
     bool existed;
 
+    if (batch_flush(st, b, err) < 0)
+        return -1;
     if (b->count == 0)
         return 0;
     snprintf(memo, sizeof(memo), "usage: %" PRId64 " settlement%s", b->count,
@@ -172,11 +289,12 @@ static int batch_end(struct store *st, struct batch *b, struct sl_error *err)
 }
 
 /* Charges m up to `to` (never past its end) into batch b, one settlement
- * per UTC day crossed. Runs inside the caller's transaction. */
+ * per UTC day crossed. Runs inside the caller's transaction; the rows are
+ * written by batch_end at the latest. */
 static int settle_to(struct store *st, struct batch *b, struct meter *m, int64_t to,
                      struct sl_error *err)
 {
-    int64_t u = m->settled, c = m->charged, n = m->settlements;
+    int64_t u = m->settled, c = m->charged, n = m->settlements, was = m->settlements;
 
     if (m->ended >= 0 && to > m->ended)
         to = m->ended;
@@ -192,19 +310,10 @@ static int settle_to(struct store *st, struct batch *b, struct meter *m, int64_t
     }
     if (u == m->settled)
         return 0;
-    int changed = store_exec(
-        st,
-        "UPDATE meters SET settled_until = ?2, charged_micros = ?3,"
-        " settlements = ?4 WHERE seq = ?1 AND settlements = ?5",
-        DB_ARGS(DB_INT(m->seq), DB_INT(u), DB_INT(c), DB_INT(n), DB_INT(m->settlements)), err);
-    if (changed < 0)
-        return -1;
-    if (changed != 1)
-        return sl_fail(err, SL_E_UNAVAILABLE, "busy", "meter %" PRId64 " moved: try again", m->seq);
     m->settled = u;
     m->charged = c;
     m->settlements = n;
-    return 0;
+    return move(st, b, m, was, err);
 }
 
 /* Settles meters of one renter (all of ms) as far as limit allows. */
@@ -447,59 +556,15 @@ static int by_user(const void *a, const void *b)
     return c ? c : (x->seq > y->seq) - (x->seq < y->seq);
 }
 
-/* Instances per statement of bump_revisions. */
-#define REVISION_BATCH 500
-
-/* Bumps the revision of the instances whose meters in ms[0..n) were
- * settled (settlements now past was[i]), so that event streams send their
- * new charged_micros: one statement per REVISION_BATCH instances, where a
- * trigger per settlement cost more than the settlement itself
- * (migration 14). Each gets a revision of its own: a stream pages by
- * revision (event-stream.c), and a renter with more instances than a page
- * sharing one would lose some. */
-static int bump_batch(struct store *st, struct db_arg *args, size_t *k, struct sl_error *err)
-{
-    cleanup_buf struct sl_buf sql = SL_BUF_INIT;
-
-    sl_buf_adds(&sql, "INSERT INTO instance_revisions (instance_id, user_id, rev)"
-                      " SELECT i.id, i.user_id, (SELECT COALESCE(MAX(rev), 0) FROM"
-                      " instance_revisions) + ROW_NUMBER() OVER (ORDER BY i.id)"
-                      " FROM instances i WHERE i.id IN (");
-    for (size_t a = 0; a < *k; a++)
-        sl_buf_addf(&sql, "%s?%zu", a ? ", " : "", a + 1);
-    sl_buf_adds(&sql, ") ON CONFLICT (instance_id) DO UPDATE SET rev = excluded.rev");
-    args[*k] = (struct db_arg){ .type = DB_ARG_END };
-    *k = 0;
-    return store_exec(st, sql.data, args, err) < 0 ? -1 : 0;
-}
-
-static int bump_revisions(struct store *st, const struct meter *ms, const int64_t *was, size_t n,
-                          struct sl_error *err)
-{
-    struct db_arg args[REVISION_BATCH + 1];
-    size_t k = 0;
-
-    for (size_t i = 0; i < n; i++) {
-        if (!ms[i].instance_id[0] || ms[i].settlements == was[i])
-            continue;
-        args[k++] = DB_TEXT(ms[i].instance_id);
-        if (k == REVISION_BATCH && bump_batch(st, args, &k, err) < 0)
-            return -1;
-    }
-    return k ? bump_batch(st, args, &k, err) : 0;
-}
-
 /* Settles one chunk of meters, sorted by renter: one ledger transaction
- * per renter, one store transaction for the chunk. */
+ * per renter, one store transaction for the chunk. No instance's revision
+ * is bumped: an event stream sends the instances a ledger transaction
+ * charged with the balance it moved (event-stream.c, add_charged). */
 static int settle_chunk(struct store *st, struct meter *ms, size_t n, int64_t now,
                         struct billing_stats *stats, struct sl_error *err)
 {
     cleanup_tx struct store *tx = NULL;
 
-    cleanup_free int64_t *was = xcalloc(n ? n : 1, sizeof(*was));
-
-    for (size_t i = 0; i < n; i++)
-        was[i] = ms[i].settlements;
     if (store_begin(st, err) < 0)
         return -1;
     tx = st;
@@ -513,8 +578,6 @@ static int settle_chunk(struct store *st, struct meter *ms, size_t n, int64_t no
             after += ms[k].settlements;
         stats->settlements += after - before;
     }
-    if (bump_revisions(st, ms, was, n, err) < 0)
-        return -1;
     stats->meters += (int64_t)n;
     if (store_commit(st, err) < 0)
         return -1;

@@ -415,25 +415,73 @@ static int add_instances(struct server *srv, struct event_stream *st, struct sl_
     return 0;
 }
 
+/* The instances charged by the renter's ledger entries after `after`
+ * (settlements and plans): a settlement bumps no revision (billing-meter.c:
+ * revisions for 100,000 meters cost a pass 0.6 s), so their new
+ * charged_micros comes with the balance that paid it. */
+static int add_charged(struct server *srv, struct event_stream *st, const char *account,
+                       int64_t after, struct sl_buf *out, struct sl_error *err)
+{
+    cleanup_free char(*ids)[SL_ID_MAX] = NULL;
+    size_t n = 0, cap = 0;
+    int rc;
+
+    {
+        cleanup_rows struct db_rows *rows =
+            store_query(srv->store,
+                        "SELECT DISTINCT c.instance_id FROM ledger_entries e"
+                        " JOIN charges c ON c.txn_id = e.txn_id"
+                        " WHERE e.account_id = ?1 AND e.seq > ?2 AND c.instance_id != ''",
+                        DB_ARGS(DB_TEXT(account), DB_INT(after)), err);
+        while (rows && (rc = db_next(rows, err)) == 1) {
+            if (n == cap) {
+                cap = cap ? 2 * cap : 16;
+                ids = xrealloc(ids, cap * SL_ID_MAX);
+            }
+            snprintf(ids[n++], SL_ID_MAX, "%s", db_text(rows, 0));
+        }
+        if (!rows || rc < 0)
+            return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        cleanup_json json_t *j = instance_json(srv, ids[i], st->user_id, err);
+        if (!j && err->kind != SL_E_NOT_FOUND)
+            return -1;
+        sl_error_clear(err);
+        if (j)
+            add_message(out, "instance", &st->cur, j);
+    }
+    return 0;
+}
+
 static int add_balance(struct server *srv, struct event_stream *st, struct sl_buf *out,
                        struct sl_error *err)
 {
     char account[LEDGER_ACCOUNT_MAX];
-    cleanup_rows struct db_rows *rows = store_query(
-        srv->store,
-        "SELECT seq, balance_after_micros FROM ledger_entries"
-        " WHERE account_id = ?1 AND seq > ?2 ORDER BY seq DESC LIMIT 1",
-        DB_ARGS(DB_TEXT(ledger_user_account(account, st->user_id)), DB_INT(st->cur.ledger_seq)),
-        err);
+    int64_t seq, balance;
     int rc;
 
-    if (!rows || (rc = db_next(rows, err)) < 0)
-        return -1;
-    if (rc == 1) {
-        cleanup_json json_t *j = json_pack("{s:I}", "balance_micros", (json_int_t)db_int(rows, 1));
-        st->cur.ledger_seq = db_int(rows, 0);
-        add_message(out, "balance", &st->cur, j);
+    ledger_user_account(account, st->user_id);
+    {
+        cleanup_rows struct db_rows *rows =
+            store_query(srv->store,
+                        "SELECT seq, balance_after_micros FROM ledger_entries"
+                        " WHERE account_id = ?1 AND seq > ?2 ORDER BY seq DESC LIMIT 1",
+                        DB_ARGS(DB_TEXT(account), DB_INT(st->cur.ledger_seq)), err);
+        if (!rows || (rc = db_next(rows, err)) < 0)
+            return -1;
+        if (rc == 0)
+            return 0;
+        seq = db_int(rows, 0);
+        balance = db_int(rows, 1);
     }
+    /* the instances first, at the old ledger id: a reconnect from any of
+     * them sends them again, never loses one */
+    if (add_charged(srv, st, account, st->cur.ledger_seq, out, err) < 0)
+        return -1;
+    cleanup_json json_t *j = json_pack("{s:I}", "balance_micros", (json_int_t)balance);
+    st->cur.ledger_seq = seq;
+    add_message(out, "balance", &st->cur, j);
     return 0;
 }
 

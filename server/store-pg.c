@@ -35,7 +35,8 @@
 #define PG_INT8OID 20
 #define PG_TEXTOID 25
 
-#define PG_MAX_PARAMS 64
+/* the protocol's limit: a parameter count is 16 bits */
+#define PG_MAX_PARAMS 65535
 
 struct pg_conn {
     PGconn *pg;
@@ -268,20 +269,37 @@ static char *translate(const char *sql, const struct db_arg *args, int nargs)
     return out;
 }
 
+/* A statement's parameters, as many as it has (a settlement's INSERT of
+ * 100 charges has 1,000): free with params_release (cleanup_params). */
 struct pg_params {
     int n;
-    Oid types[PG_MAX_PARAMS];
-    const char *values[PG_MAX_PARAMS];
-    char ints[PG_MAX_PARAMS][24];
+    Oid *types;
+    const char **values;
+    char (*ints)[24];
 };
+
+static void params_release(struct pg_params *p)
+{
+    free(p->types);
+    free(p->values);
+    free(p->ints);
+}
+#define cleanup_params __attribute__((cleanup(params_release)))
 
 static int params_fill(struct pg_params *p, const struct db_arg *args, struct sl_error *err)
 {
+    size_t count = 0;
+
+    while (args && args[count].type != DB_ARG_END)
+        count++;
+    if (count > PG_MAX_PARAMS)
+        return sl_fail(err, SL_E_INTERNAL, "store_error",
+                       "BUG: more than %d parameters in one statement", PG_MAX_PARAMS);
     p->n = 0;
+    p->types = xcalloc(count ? count : 1, sizeof(*p->types));
+    p->values = xcalloc(count ? count : 1, sizeof(*p->values));
+    p->ints = xcalloc(count ? count : 1, sizeof(*p->ints));
     for (int i = 0; args && args[i].type != DB_ARG_END; i++) {
-        if (i >= PG_MAX_PARAMS)
-            return sl_fail(err, SL_E_INTERNAL, "store_error",
-                           "BUG: more than %d parameters in one statement", PG_MAX_PARAMS);
         switch (args[i].type) {
         case DB_ARG_TEXT:
             p->types[i] = PG_TEXTOID;
@@ -313,7 +331,7 @@ static bool result_ok(const PGresult *res)
 static PGresult *run(struct pg_conn *c, const char *sql, const struct db_arg *args,
                      struct sl_error *err)
 {
-    struct pg_params p;
+    cleanup_params struct pg_params p = { 0 };
 
     if (params_fill(&p, args, err) < 0)
         return NULL;
@@ -380,7 +398,7 @@ static PGresult *pipeline_result(PGconn *pg)
 static PGresult *run_in_savepoint(struct pg_conn *c, const char *sql, const struct db_arg *args,
                                   struct sl_error *err)
 {
-    struct pg_params p;
+    cleanup_params struct pg_params p = { 0 };
     PGresult *res = NULL, *r;
     bool ok;
 

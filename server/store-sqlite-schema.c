@@ -878,5 +878,9 @@ const char *const sqlite_migrations[] = {
     "  shown_at INTEGER,"
     "  message TEXT NOT NULL DEFAULT '',"
     "  PRIMARY KEY (instance_id, kind));",
+    /* 15: the instances a ledger transaction charged, for the event
+     * stream (event-stream.c, add_charged): a settlement no longer bumps
+     * their revisions */
+    "CREATE INDEX charges_txn ON charges(txn_id);",
     0,
 };

@@ -91,16 +91,19 @@ static void *sq_connect(const char *target, bool writer, struct sl_error *err)
      * has committed, and with mmap SQLite also unmaps the whole file then:
      * an munmap and page faults for every read transaction (12% of
      * suanlid's CPU per placement in bench/sched.py), so it reads with
-     * read(). temp_store=FILE, not MEMORY: statement journals then spill
-     * to a temporary file past 64 KiB; held in memory they are a list of
-     * chunks that SQLite walks from the start, and in a long write
-     * transaction (a settlement chunk of 5,000 meters) that walk took 75%
-     * of suanlid's CPU: a pass over 50,000 meters took 7.4 s, 2.5 s with
-     * FILE (bench/settle.sh). Small temporary tables stay in the page
-     * cache either way. */
+     * read(). temp_store=MEMORY: statement journals (a statement that
+     * writes several rows, a savepoint) stay in memory. With FILE they
+     * spilled past 64 KiB to a temporary file: 340,000 page writes and 40
+     * files per settlement pass over 100,000 meters. FILE was chosen when
+     * every transaction was a savepoint of its batch and a settlement chunk
+     * journaled all its pages into one list that SQLite walked from the
+     * start (75% of suanlid's CPU); the batch's first transaction now has
+     * no savepoint (store.c) and a statement writes 128 rows at most
+     * (billing-meter.c), so the lists are short (bench/settle.sh: 2.1 s a
+     * pass with FILE, 1.7 s with MEMORY on the same loaded machine). */
     rc = sqlite3_exec(c->db,
                       "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
-                      " PRAGMA foreign_keys=ON; PRAGMA temp_store=FILE;"
+                      " PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY;"
                       " PRAGMA cache_size=-65536;",
                       NULL, NULL, &errmsg);
     if (rc == SQLITE_OK && writer)

@@ -356,3 +356,73 @@ TEST(a_resize_splits_the_data_disk_meter_at_its_second)
         0);
     sl_time_set_clock(NULL);
 }
+
+/* One renter with 250 running instances, settled across a midnight: each
+ * meter two settlements in one pass, written a hundred rows to a
+ * statement (a statement of 1,000 parameters: PostgreSQL's backend once
+ * took 64 at most), every meter to the formula. */
+#define MANY 250
+TEST(a_renter_with_many_meters_settles_in_one_pass)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    struct server srv = { .store = test_store() };
+    struct store *st = srv.store;
+    char account[LEDGER_ACCOUNT_MAX], model[SL_ID_MAX];
+    static struct expect e[MANY];
+
+    sl_time_set_clock(clock_now);
+    fake_now = 1767225600 + DAY - 600; /* 2026-01-01 23:50 */
+    must(catalog_region_create(st, "meter-1", "Meters", false, &err), &err, "region");
+    must(catalog_gpu_model_create(st, "Meter GPU", 24576, 8, 65536, 1000000, false, NULL, model,
+                                  &err),
+         &err, "model");
+    must(store_exec(st,
+                    "INSERT INTO users (id, email, name, password_hash, created_at)"
+                    " VALUES ('u-meter', 'meter@example.com', 'm', 'x', ?1)",
+                    DB_ARGS(DB_INT(fake_now)), &err),
+         &err, "user");
+    must(ledger_open_account(st, ledger_user_account(account, "u-meter"), "u-meter", &err), &err,
+         "account");
+    must(store_exec(st,
+                    "INSERT INTO nodes (id, hostname, address, region_id, token_hash,"
+                    " ssh_port_min, ssh_port_max, created_at, last_heartbeat)"
+                    " VALUES ('n-meter', 'h', '127.0.0.1', 'meter-1', 'hash', 30000, 30999, ?1,"
+                    " ?1)",
+                    DB_ARGS(DB_INT(fake_now)), &err),
+         &err, "node");
+    for (int i = 0; i < MANY && test_ok(); i++) {
+        char id[32];
+        snprintf(id, sizeof(id), "i-many%03d", i);
+        must(store_exec(st,
+                        "INSERT INTO instances (id, user_id, name, region_id, node_id,"
+                        " gpu_model_id, gpus, image, system_disk_gib, data_disk_gib, ssh_port,"
+                        " root_password, state, desired, created_at, updated_at) VALUES (?1,"
+                        " 'u-meter', ?1, 'meter-1', 'n-meter', ?2, 1, 'debian-12', 30, 60, ?3,"
+                        " 'pw', 'running', 'running', ?4, ?4)",
+                        DB_ARGS(DB_TEXT(id), DB_TEXT(model), DB_INT(30000 + i), DB_INT(fake_now)),
+                        &err),
+             &err, "instance");
+        must(store_exec(st,
+                        "INSERT INTO meters (instance_id, user_id, node_id, item, quantity,"
+                        " unit_price_micros, amount_micros, period_s, started_at, settled_until)"
+                        " VALUES (?1, 'u-meter', 'n-meter', 'gpu', 1, ?2, ?2, 3600, ?3, ?3)",
+                        DB_ARGS(DB_TEXT(id), DB_INT(1980001 + i), DB_INT(fake_now - i)), &err),
+             &err, "meter");
+        e[i] = (struct expect){ .seq = i + 1,
+                                .amount = 1980001 + i,
+                                .period = 3600,
+                                .started = fake_now - i,
+                                .ended = -1,
+                                .settled = fake_now };
+    }
+    if (!test_ok())
+        return;
+    fake_now += 1200; /* 00:10 the next day */
+    heartbeat(st, fake_now);
+    settle(&srv);
+    for (int i = 0; i < MANY; i++)
+        e[i].settled = fake_now;
+    check_meters(st, e, MANY);
+    CHECK_EQ_INT(one_int(st, "SELECT COUNT(*) FROM charges", NULL), 2 * MANY);
+    sl_time_set_clock(NULL);
+}

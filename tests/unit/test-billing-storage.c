@@ -395,7 +395,8 @@ TEST(migration_14_keeps_every_meter)
     must(store_migrate(st, &err), &err, "migrate");
     if (!test_ok())
         return;
-    CHECK_EQ_INT(one_int(st, "SELECT MAX(version) FROM schema_migrations", NULL), 14);
+    /* 14 and any later ones */
+    CHECK(one_int(st, "SELECT MAX(version) FROM schema_migrations", NULL) >= 14);
     CHECK_EQ_INT(one_int(st, "SELECT COUNT(*) FROM meters", NULL), 3);
     CHECK_EQ_INT(one_int(st, "SELECT SUM(seq) FROM meters", NULL), 8);
     CHECK_EQ_INT(one_int(st,
