@@ -168,7 +168,8 @@ static void setup_terminal(struct agent *a)
     struct terminal_config tc = { .socket_path = a->terminal_socket,
                                   .rt = &a->rt,
                                   .max_per_instance = (unsigned)cfg->terminal_max_per_instance,
-                                  .drop_privileges = a->proxy.s.drop_privileges };
+                                  .drop_privileges = a->proxy.s.drop_privileges,
+                                  .data_dir = cfg->data_dir };
     struct sl_error e = SL_ERROR_INIT;
     a->terminal = terminal_start(&tc, &e);
     if (!a->terminal) {

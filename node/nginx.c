@@ -260,6 +260,66 @@ static const char config_terminal_errors[] =
     "            return 502 \"the host's agent does not answer for terminals (yet)\\n\";\n"
     "        }\n";
 
+/* Files of the renter's storage (node/files.h): ID-files.DOMAIN goes to
+ * the same socket as the terminal after the same auth subrequest, which
+ * accepts a files ticket only; suanlid's answer names the instance, the
+ * operation and its path, and the origin the console runs at, the only
+ * one the answer is readable from (CORS). A preflight is answered here,
+ * before any ticket is looked at: it allows nothing by itself, the request
+ * that follows is judged whole. Only the body and its length go on. */
+static const char config_files[] =
+    "        server_name \"~^i-[a-z0-9-]+-files\\.\";\n"
+    "        if ($suanli_host_agrees = 0) {\n"
+    "            return 400 \"the request line and the Host header name different hosts: send "
+    "one\\n\";\n"
+    "        }\n"
+    "        location / {\n"
+    "            if ($request_method = OPTIONS) {\n"
+    "                add_header Access-Control-Allow-Origin $http_origin always;\n"
+    "                add_header Access-Control-Allow-Methods \"GET, PUT\" always;\n"
+    "                add_header Access-Control-Allow-Headers \"Content-Type\" always;\n"
+    "                add_header Access-Control-Max-Age 60 always;\n"
+    "                add_header Vary Origin always;\n"
+    "                return 204;\n"
+    "            }\n"
+    "            auth_request /_suanli/auth;\n"
+    "            auth_request_set $suanli_files $upstream_http_x_suanli_files;\n"
+    "            auth_request_set $suanli_files_op $upstream_http_x_suanli_files_op;\n"
+    "            auth_request_set $suanli_files_path $upstream_http_x_suanli_files_path;\n"
+    "            auth_request_set $suanli_files_origin $upstream_http_x_suanli_files_origin;\n"
+    "            add_header Access-Control-Allow-Origin $suanli_files_origin always;\n"
+    "            add_header Vary Origin always;\n"
+    "            rewrite ^ /files? break;\n"
+    "            proxy_http_version 1.1;\n"
+    "            proxy_pass_request_headers off;\n"
+    "            proxy_request_buffering off;\n"
+    "            proxy_buffering off;\n"
+    "            proxy_set_header Host files;\n"
+    "            proxy_set_header Connection close;\n"
+    "            proxy_set_header X-Suanli-Files $suanli_files;\n"
+    "            proxy_set_header X-Suanli-Files-Op $suanli_files_op;\n"
+    "            proxy_set_header X-Suanli-Files-Path $suanli_files_path;\n"
+    "            proxy_read_timeout 1h;\n"
+    "            proxy_send_timeout 1h;\n"
+    "            error_page 401 /_suanli/401f;\n"
+    "            error_page 403 /_suanli/403f;\n"
+    "            error_page 502 /_suanli/502f;\n";
+
+static const char config_files_errors[] =
+    "        location = /_suanli/401f {\n"
+    "            internal;\n"
+    "            return 401 \"ask for a files ticket again (the console's File storage page): it "
+    "works once, for a minute\\n\";\n"
+    "        }\n"
+    "        location = /_suanli/403f {\n"
+    "            internal;\n"
+    "            return 403 \"these files are not yours, or not from this page\\n\";\n"
+    "        }\n"
+    "        location = /_suanli/502f {\n"
+    "            internal;\n"
+    "            return 502 \"the host's agent does not answer for files (yet)\\n\";\n"
+    "        }\n";
+
 static bool socket_path_valid(const char *s)
 {
     /* nginx's "unix:PATH:" ends the path at a colon */
@@ -346,6 +406,19 @@ char *proxy_config(const struct proxy_settings *s, const struct proxy_route *rou
                     s->terminal_key, s->terminal_socket);
         add_auth(&b, s, auth, auth_len);
         sl_buf_adds(&b, config_terminal_errors);
+        sl_buf_adds(&b, "    }\n");
+        sl_buf_addf(&b,
+                    "    server {\n"
+                    "        listen %s;\n",
+                    s->listen);
+        sl_buf_adds(&b, config_files);
+        sl_buf_addf(&b,
+                    "            proxy_set_header X-Suanli-Terminal-Key %s;\n"
+                    "            proxy_pass http://unix:%s:;\n"
+                    "        }\n",
+                    s->terminal_key, s->terminal_socket);
+        add_auth(&b, s, auth, auth_len);
+        sl_buf_adds(&b, config_files_errors);
         sl_buf_adds(&b, "    }\n");
     }
     sl_buf_adds(&b, "}\n");

@@ -1,4 +1,5 @@
 #include "terminal.h"
+#include "files.h"
 #include "fsutil.h"
 #include "websocket.h"
 #include "../lib/cleanup.h"
@@ -111,6 +112,11 @@ static bool header(const char *text, const char *name, char *out, size_t size)
         return true;
     }
     return false;
+}
+
+bool terminal_header(const char *text, const char *name, char *out, size_t size)
+{
+    return header(text, name, out, size);
 }
 
 static bool has_token(const char *value, const char *token)
@@ -466,12 +472,17 @@ static void serve(struct connection *c)
         reply(c->fd, "400 Bad Request", "the request's headers did not come in time");
         return;
     }
-    if (strncmp(text, "GET ", 4) != 0) {
-        reply(c->fd, "405 Method Not Allowed", "a terminal is a websocket: GET");
-        return;
-    }
     if (!header(text, "X-Suanli-Terminal-Key", key, sizeof(key)) || !sl_secret_equal(key, t->key)) {
         reply(c->fd, "403 Forbidden", "this socket is the node's nginx's only");
+        return;
+    }
+    /* the renter's files (files.h): their own server block in nginx */
+    if (strncmp(text, "GET /files ", 11) == 0 || strncmp(text, "PUT /files ", 11) == 0) {
+        files_serve(c->fd, text, t->cfg.data_dir, t->cfg.rt);
+        return;
+    }
+    if (strncmp(text, "GET ", 4) != 0) {
+        reply(c->fd, "405 Method Not Allowed", "a terminal is a websocket: GET");
         return;
     }
     if (!header(text, "X-Suanli-Terminal", c->id, sizeof(c->id)) || !sl_id_valid(c->id, "i-")) {

@@ -21,6 +21,7 @@
 #define SL_NODE_TERMINAL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "runtime.h"
 #include "../lib/error.h"
@@ -34,6 +35,7 @@ struct terminal_config {
     const struct runtime *rt;  /* the instances' runtime: its exec */
     unsigned max_per_instance; /* terminals open at once per instance */
     bool drop_privileges;      /* nginx's workers run as nobody:nogroup */
+    const char *data_dir;      /* the agent's DATA: the renter's files (files.h) */
 };
 
 struct terminal_server;
@@ -48,6 +50,10 @@ const char *terminal_key(const struct terminal_server *t);
 
 /* How many terminals of instance id are open (0 for a NULL server). */
 unsigned terminal_open(struct terminal_server *t, const char *id);
+
+/* The value of header name in a request's header lines (text, each line
+ * ending in CRLF) into out; false when absent or too long. */
+bool terminal_header(const char *text, const char *name, char *out, size_t size);
 
 /* Stops listening, ends every open terminal (the tmux sessions inside live
  * on) and removes the socket. NULL is a no-op. */

@@ -4,6 +4,7 @@
 #include "instance-sync.h"
 #include "ports.h"
 #include "routes.h"
+#include "files.h"
 #include "terminal.h"
 
 #include "../lib/cleanup.h"
@@ -172,6 +173,48 @@ static int terminal_auth(struct api_request *req, struct api_response *res,
                    "access_denied", "%s", why);
 }
 
+/* A files host (files.h): its ticket and nothing else; a pass names the
+ * instance, the operation, its path (percent-encoded: blanks and bytes
+ * past ASCII survive the header) and the origin the answer may be read
+ * from. */
+static int files_auth(struct api_request *req, struct api_response *res,
+                      const struct ports_request *prq, const char *id, struct sl_error *err)
+{
+    struct terminal_request rq = {
+        .node_id = prq->node_id,
+        .host = prq->host,
+        .uri = prq->uri,
+        .method = prq->method,
+        .origin = api_header(req, "X-Original-Origin"),
+    };
+    enum terminal_verdict verdict;
+    const char *why;
+    char op[8], path[FILES_PATH_MAX], origin[TERMINAL_ORIGIN_MAX];
+
+    if (files_authorize(req->srv, &rq, &verdict, &why, op, path, origin, err) < 0)
+        return -1;
+    if (verdict != TERMINAL_PASS)
+        return sl_fail(err,
+                       verdict == TERMINAL_UNAUTHENTICATED ? SL_E_UNAUTHENTICATED : SL_E_FORBIDDEN,
+                       "access_denied", "%s", why);
+    cleanup_buf struct sl_buf enc = SL_BUF_INIT;
+    sl_buf_adds(&enc, "/");
+    for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+            strchr("._~/-", *p))
+            sl_buf_addf(&enc, "%c", *p);
+        else
+            sl_buf_addf(&enc, "%%%02X", *p);
+    }
+    cleanup_free char *encoded = sl_buf_detach(&enc, NULL);
+    api_add_header(res, "X-Suanli-Files", id);
+    api_add_header(res, "X-Suanli-Files-Op", op);
+    api_add_header(res, "X-Suanli-Files-Path", encoded);
+    add_filtered(res, "X-Suanli-Files-Origin", origin);
+    api_reply(res, 204, NULL);
+    return 0;
+}
+
 /* nginx's auth_request, with the node's own token (API_NODE): 204 lets the
  * request pass, 401 and 403 refuse it (anything else would be a 500 to the
  * browser). Every header it reads is one nginx sets itself for the
@@ -202,6 +245,8 @@ int api_proxy_auth(struct api_request *req, struct api_response *res, struct sl_
                        "node's nginx");
     if (ports_parse_terminal_host(rq.host, req->srv->cfg.services_domain, terminal_id))
         return terminal_auth(req, res, &rq, terminal_id, err);
+    if (ports_parse_files_host(rq.host, req->srv->cfg.services_domain, terminal_id))
+        return files_auth(req, res, &rq, terminal_id, err);
     cleanup_free char *uri = ports_uri_filter(rq.uri);
     if (!uri)
         return sl_fail(err, SL_E_INVALID, "invalid_uri",

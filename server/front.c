@@ -83,8 +83,10 @@ int api_front_route(struct api_request *req, struct api_response *res, struct sl
     if (!host)
         return sl_fail(err, SL_E_INVALID, "missing_header",
                        "X-Original-Host is missing: this route is for the front door's nginx");
-    /* a terminal (terminal.h) is on its instance's host, as its ports are */
-    bool terminal = ports_parse_terminal_host(host, srv->cfg.services_domain, id);
+    /* a terminal (terminal.h) and the files of the storage (files.h) are on
+     * the instance's host, as its ports are */
+    bool terminal = ports_parse_terminal_host(host, srv->cfg.services_domain, id) ||
+                    ports_parse_files_host(host, srv->cfg.services_domain, id);
     if (!terminal && !ports_parse_host(host, srv->cfg.services_domain, id, &port))
         return sl_fail(err, SL_E_FORBIDDEN, "no_such_service", "no such service");
     cleanup_rows struct db_rows *rows =

@@ -23,6 +23,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <inttypes.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -293,6 +294,29 @@ static void resume_connection(void *conn)
     MHD_resume_connection(conn);
 }
 
+/* The console's security headers, its connect-src naming the files hosts
+ * of the services domain too (server/files.h: the File storage page
+ * lists, uploads and downloads there), when the domain is a plain one. */
+static void add_console_headers(struct http_server *h, struct MHD_Response *r)
+{
+    static const char at[] = "connect-src 'self' ws: wss:";
+    const char *domain = h->srv->cfg.services_domain;
+    int64_t port = h->srv->cfg.services_proxy_port;
+    const char *p = strstr(console_security_headers, at);
+
+    if (!p || !domain || !*domain ||
+        strspn(domain, "abcdefghijklmnopqrstuvwxyz0123456789.-") != strlen(domain)) {
+        add_headers(r, console_security_headers);
+        return;
+    }
+    size_t n = (size_t)(p - console_security_headers) + sizeof(at) - 1;
+    cleanup_free char *source = port == 80 ? xasprintf(" http://*.%s", domain)
+                                           : xasprintf(" http://*.%s:%" PRId64, domain, port);
+    cleanup_free char *lines = xasprintf("%.*s%s%s", (int)n, console_security_headers, source,
+                                         console_security_headers + n);
+    add_headers(r, lines);
+}
+
 /* A console page or asset (console.h), answered before any body is read. */
 static enum MHD_Result serve_console(struct http_server *h, struct MHD_Connection *conn,
                                      const char *url, const char *method, int64_t started_us)
@@ -325,7 +349,7 @@ static enum MHD_Result serve_console(struct http_server *h, struct MHD_Connectio
         MHD_add_response_header(r, "ETag", cr.etag);
     if (cr.allow)
         MHD_add_response_header(r, "Allow", cr.allow);
-    add_headers(r, console_security_headers);
+    add_console_headers(h, r);
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)cr.status, r);
     MHD_destroy_response(r);
     sl_log(cr.status < 400 ? SL_LOG_DEBUG : SL_LOG_INFO, "http %s %.200s %d %.1fms (console)",

@@ -114,21 +114,39 @@ static bool host_label(const char *host, const char *domain, char *h)
     return strchr(h, '.') == NULL;
 }
 
-bool ports_parse_terminal_host(const char *host, const char *domain, char *id)
+/* ID-LABEL.DOMAIN's ID into id (SL_ID_MAX); false for any other host. */
+static bool parse_labelled_host(const char *host, const char *domain, const char *label, char *id)
 {
-    static const char suffix[] = "-" PORTS_TERMINAL_LABEL;
     char h[256];
 
     if (!host_label(host, domain, h))
         return false;
-    size_t n = strlen(h);
-    if (n <= sizeof(suffix) - 1 || strcmp(h + n - (sizeof(suffix) - 1), suffix) != 0)
+    size_t n = strlen(h), ln = strlen(label);
+    if (n <= ln + 1 || h[n - ln - 1] != '-' || strcmp(h + n - ln, label) != 0)
         return false;
-    h[n - (sizeof(suffix) - 1)] = '\0';
+    h[n - ln - 1] = '\0';
     if (!sl_id_valid(h, "i-") || strlen(h) >= SL_ID_MAX)
         return false;
     memcpy(id, h, strlen(h) + 1); /* shorter than SL_ID_MAX: checked above */
     return true;
+}
+
+bool ports_parse_terminal_host(const char *host, const char *domain, char *id)
+{
+    return parse_labelled_host(host, domain, PORTS_TERMINAL_LABEL, id);
+}
+
+bool ports_parse_files_host(const char *host, const char *domain, char *id)
+{
+    return parse_labelled_host(host, domain, PORTS_FILES_LABEL, id);
+}
+
+char *ports_files_url(const struct server_config *cfg, const char *id)
+{
+    if (cfg->services_proxy_port == 80)
+        return xasprintf("http://%s-" PORTS_FILES_LABEL ".%s/", id, cfg->services_domain);
+    return xasprintf("http://%s-" PORTS_FILES_LABEL ".%s:%" PRId64 "/", id, cfg->services_domain,
+                     cfg->services_proxy_port);
 }
 
 char *ports_terminal_url(const struct server_config *cfg, const char *id)

@@ -52,6 +52,12 @@ bool ports_parse_terminal_host(const char *host, const char *domain, char *id);
  * the caller frees it. */
 char *ports_terminal_url(const struct server_config *cfg, const char *id);
 
+/* The files host of an instance ("i-ab12cd-files.localhost:8080"), as the
+ * terminal's (server/files.h), and its http:// URL; the caller frees it. */
+#define PORTS_FILES_LABEL "files"
+bool ports_parse_files_host(const char *host, const char *domain, char *id);
+char *ports_files_url(const struct server_config *cfg, const char *id);
+
 /* Request filtering (ports-filter.c): one parser finds suanli's credentials
  * in a proxied request and strips them from what the instance receives. */
 

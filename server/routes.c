@@ -59,6 +59,7 @@ const struct api_route api_routes[] = {
     R("POST", "/v1/images/{id}/unshare", api_images_unshare, 0),
     R("GET", "/v1/datasets", api_datasets_list, 0),
     R("GET", "/v1/storage", api_storage_list, 0),
+    R("POST", "/v1/storage/{region}/files", api_storage_files, API_NO_IDEMPOTENCY),
     R("GET", "/v1/meters", api_meters, 0),
 
     R("POST", "/v1/instances", api_instances_create, 0, .prepare = api_instances_create_prepare),

@@ -118,6 +118,7 @@ HANDLER(api_admin_datasets_create);
 HANDLER(api_admin_datasets_upload);
 HANDLER(api_admin_datasets_delete);
 HANDLER(api_storage_list);
+HANDLER(api_storage_files);
 HANDLER(api_admin_storage_list);
 HANDLER(api_admin_storage_set);
 int api_admin_datasets_upload_prepare(struct api_request *req, struct sl_error *err);

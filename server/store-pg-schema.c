@@ -888,6 +888,11 @@ const char *const pg_migrations[] = {
      * stream (event-stream.c, add_charged): a settlement no longer bumps
      * their revisions */
     "CREATE INDEX charges_txn ON charges(txn_id);",
+    /* 16: files of the renter's storage through the console and the API
+     * (docs/design/node-runtime.md, "File storage"): a ticket is a
+     * terminal's or one file operation's, on a path of the storage */
+    "ALTER TABLE terminal_tickets ADD COLUMN kind TEXT NOT NULL DEFAULT 'terminal';"
+    "ALTER TABLE terminal_tickets ADD COLUMN path TEXT NOT NULL DEFAULT '';",
 
     0,
 };

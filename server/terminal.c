@@ -42,9 +42,7 @@ static bool uri_ticket(const char *uri, char *out)
     return false;
 }
 
-/* The origin the console runs at, as this request shows it: its Origin
- * (allowed: auth_check_browser_origin), else the API's own address. */
-static char *console_origin(struct api_request *req, struct sl_error *err)
+char *terminal_console_origin(struct api_request *req, struct sl_error *err)
 {
     const char *origin = api_header(req, "Origin");
     const char *host = req->forwarded_host ? req->forwarded_host : api_header(req, "Host");
@@ -94,7 +92,7 @@ int api_instances_terminal(struct api_request *req, struct api_response *res, st
                        "the host of instance '%s' serves no terminal in the browser (its agent "
                        "runs without nginx, or in a chroot): use SSH (suanli ssh %s)",
                        req->instance.id, req->instance.id);
-    cleanup_free char *origin = console_origin(req, err);
+    cleanup_free char *origin = terminal_console_origin(req, err);
     if (!origin)
         return -1;
     if (store_exec(st, "DELETE FROM terminal_tickets WHERE expires_at <= ?1", DB_ARGS(DB_INT(now)),
@@ -147,7 +145,8 @@ int terminal_authorize(struct server *srv, const struct terminal_request *rq,
     cleanup_rows struct db_rows *rows =
         store_query(srv->store,
                     "SELECT t.instance_id, t.user_id, t.origin, t.expires_at, i.user_id, i.state,"
-                    " i.node_id FROM terminal_tickets t JOIN instances i ON i.id = t.instance_id"
+                    " i.node_id, t.kind FROM terminal_tickets t"
+                    " JOIN instances i ON i.id = t.instance_id"
                     " WHERE t.hash = ?1",
                     DB_ARGS(DB_TEXT(hash)), err);
     if (!rows || (rc = db_next(rows, err)) < 0)
@@ -165,6 +164,10 @@ int terminal_authorize(struct server *srv, const struct terminal_request *rq,
     if (rc == 0 || deleted == 0 || db_int(rows, 3) <= now)
         return 0;
     *out = TERMINAL_FORBIDDEN;
+    if (strcmp(db_text(rows, 7), "terminal") != 0) {
+        *why = "this ticket is for the instance's files, not its terminal";
+        return 0;
+    }
     if (strcmp(db_text(rows, 0), id) != 0) {
         *why = "the terminal ticket is for another instance";
         return 0;

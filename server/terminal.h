@@ -41,6 +41,11 @@ struct terminal_request {
 int terminal_authorize(struct server *srv, const struct terminal_request *rq,
                        enum terminal_verdict *out, const char **why, struct sl_error *err);
 
+/* The origin the console runs at, as this request shows it: its Origin
+ * (allowed: auth_check_browser_origin), else the API's own address; a
+ * ticket is bound to it. Freed by the caller. */
+char *terminal_console_origin(struct api_request *req, struct sl_error *err);
+
 /* Records what a node's heartbeat says: whether its agent serves terminals
  * (not without nginx, nor in a chroot, where the runtime's exec would land
  * on the host's root). A ticket for an instance on a node that does not is

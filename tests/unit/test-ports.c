@@ -330,14 +330,20 @@ TEST(proxy_config_terminal)
     CHECK(strstr(text, "server_name \"~^i-[a-z0-9-]+-terminal\\.\";"));
     CHECK(strstr(text, "proxy_pass http://unix:/run/suanli-node/terminal-n-ab23cd45ef67.sock:;"));
     CHECK(strstr(text, "proxy_set_header X-Original-Origin $http_origin;"));
-    /* the key appears once: in the terminal's location, never towards an instance */
+    /* the key appears twice: in the terminal's location and in the files'
+     * (server/files.h), both to the agent's socket, never towards an instance */
     const char *key = strstr(text, "X-Suanli-Terminal-Key feedc0ffee4242ab;");
-    CHECK(key && !strstr(key + 38, "feedc0ffee4242ab") &&
-          strstr(text, "feedc0ffee4242ab") == key + 22);
+    const char *key2 = key ? strstr(key + 38, "X-Suanli-Terminal-Key feedc0ffee4242ab;") : NULL;
+    CHECK(key && key2 && !strstr(key2 + 38, "feedc0ffee4242ab") &&
+          strstr(text, "feedc0ffee4242ab") == key + 22 &&
+          strstr(key + 38, "feedc0ffee4242ab") == key2 + 22);
     CHECK(key && strstr(text, "-terminal\\.") < key);
-    /* two auth locations, each with the node's token */
+    CHECK(key2 && strstr(text, "-files\\.") < key2 && strstr(text, "-files\\.") > key);
+    CHECK(strstr(text, "add_header Access-Control-Allow-Origin $suanli_files_origin always;"));
+    /* three auth locations, each with the node's token */
     const char *first = strstr(text, "location = /_suanli/auth {");
-    CHECK(first && strstr(first + 1, "location = /_suanli/auth {"));
+    const char *second = first ? strstr(first + 1, "location = /_suanli/auth {") : NULL;
+    CHECK(second && strstr(second + 1, "location = /_suanli/auth {"));
     struct proxy_settings bad = s;
     const char *bad_sockets[] = { "relative.sock", "/run/a:b.sock", "/run/a b.sock",
                                   "/run/a;b",      "/run/a\"b",     "/run/$x.sock" };
@@ -372,6 +378,14 @@ TEST(ports_parse_terminal_host)
     CHECK_STR(id, "i-ab23cd45ef67");
     CHECK(!ports_parse_terminal_host("i-ab23cd45ef67-6006.localhost", "localhost", id));
     CHECK(!ports_parse_terminal_host("i-ab23cd45ef67-terminal.evil.example", "localhost", id));
+    /* the files host (server/files.h): its own label, never a terminal's */
+    CHECK(ports_parse_files_host("i-ab23cd45ef67-files.localhost:8080", "localhost", id));
+    CHECK_STR(id, "i-ab23cd45ef67");
+    CHECK(!ports_parse_files_host("i-ab23cd45ef67-terminal.localhost", "localhost", id));
+    CHECK(!ports_parse_terminal_host("i-ab23cd45ef67-files.localhost", "localhost", id));
+    CHECK(!ports_parse_files_host("i-ab23cd45ef67files.localhost", "localhost", id));
+    CHECK(!ports_parse_files_host("-files.localhost", "localhost", id));
+    CHECK(!ports_parse_files_host("i-ab23cd45ef67-files.evil.example", "localhost", id));
     CHECK(!ports_parse_terminal_host("x.i-ab23cd45ef67-terminal.localhost", "localhost", id));
     CHECK(!ports_parse_terminal_host("-terminal.localhost", "localhost", id));
     CHECK(!ports_parse_terminal_host("i-ab23cd45ef67-terminalx.localhost", "localhost", id));
