@@ -87,8 +87,12 @@ static json_t *backend_json(struct db_rows *rows, void *ctx)
                      "default", db_null(rows, 2));
 }
 
+/* regions have no integer key to page by (nor a rowid on PostgreSQL): a
+ * page's key is the region's place in the order of ids, which holds
+ * between pages unless a region is added before them (a handful, rarely) */
 #define BACKEND_SELECT                                                                             \
-    "SELECT r.rowid, r.id, b.kind, b.spec, b.quota_gib,"                                           \
+    "SELECT (SELECT COUNT(*) FROM regions o WHERE o.id <= r.id) AS place, r.id, b.kind, b.spec, "  \
+    "b.quota_gib,"                                                                                 \
     " (SELECT COUNT(*) FROM storage_dirs s WHERE s.region_id = r.id),"                             \
     " (SELECT COALESCE(SUM(s.used_bytes), 0) FROM storage_dirs s WHERE s.region_id = r.id)"        \
     " FROM regions r LEFT JOIN storage_backends b ON b.region_id = r.id"
@@ -101,9 +105,10 @@ int api_admin_storage_list(struct api_request *req, struct api_response *res, st
 
     if (api_page_params(req, &limit, &after, err) < 0)
         return -1;
-    cleanup_rows struct db_rows *rows =
-        store_query(req->srv->store, BACKEND_SELECT " WHERE r.rowid > ?1 ORDER BY r.rowid LIMIT ?2",
-                    DB_ARGS(DB_INT(after), DB_INT(limit)), err);
+    cleanup_rows struct db_rows *rows = store_query(
+        req->srv->store,
+        "SELECT * FROM (" BACKEND_SELECT ") x WHERE x.place > ?1 ORDER BY x.place LIMIT ?2",
+        DB_ARGS(DB_INT(after), DB_INT(limit)), err);
     return rows ? api_reply_rows(res, rows, backend_json, req->srv->store, limit, err) : -1;
 }
 
