@@ -123,14 +123,16 @@ integration: all
 # simulation for 20,000 instance-hours (PG_SIM_HOURS: a statement costs some
 # 15 times SQLite's on a local socket, so the full million would take about
 # 20 minutes here), then the integration modules that run the most SQL
-# (accounts, money, idempotency, instances, billing, the crash tests), each on
-# a PostgreSQL server of their own that scripts/pg-test.sh starts and stops
-# (docs/design/control-plane.md, "PostgreSQL").
+# (accounts, money, idempotency, instances, billing, the crash tests) and two
+# replicas on one database (t800, which starts a PostgreSQL of its own to stop
+# it), on a PostgreSQL server that scripts/pg-test.sh starts and stops
+# (docs/design/control-plane.md, "PostgreSQL", "Replicas and the leader").
 PG_SIM_HOURS   ?= 20000
 PG_UNIT        := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,\
                     $(shell grep -l 'test_store()' $(UNIT_SRC)))
 PG_INTEGRATION := test_t100_accounts test_t130_money test_t180_idempotency test_t190_crash \
-                  test_t210_instances test_t300_billing test_t320_billing_crash
+                  test_t210_instances test_t300_billing test_t320_billing_crash \
+                  test_t800_replicas test_t810_store_migrate
 
 unit-pg: $(PG_UNIT)
 	@SUANLI_UNIT_STORE=postgres SUANLI_SIM_HOURS=$(PG_SIM_HOURS) scripts/pg-test.sh \

@@ -5,7 +5,12 @@
 #   bench/api.sh
 # Environment: DURATION seconds per route (10), CONNECTIONS (16), THREADS (2),
 # SUANLI_BUILD (build), SUANLID_ARGS (extra suanlid options, e.g.
-# "--set http.threads=8"). Writes the table to bench/results/api.md.
+# "--set http.threads=8"), REPLICAS (1): with 2 or more, as many suanlid
+# processes on one PostgreSQL store (SUANLID_ARGS has --set store=...)
+# behind an nginx on a loopback port that spreads the connections over them
+# (round robin); wrk then talks to nginx, and a third row is the floor of
+# that path, nginx answering itself. Writes the table to
+# bench/results/api.md.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,6 +18,7 @@ build=${SUANLI_BUILD:-$root/build}
 duration=${DURATION:-10}
 connections=${CONNECTIONS:-16}
 threads=${THREADS:-2}
+replicas=${REPLICAS:-1}
 results=$root/bench/results/api.md
 
 for tool in wrk curl; do
@@ -25,12 +31,15 @@ done
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/suanli-bench-XXXXXX")
 pid=
+pids=() # the replicas after the first, and nginx
 ok=0
 cleanup() {
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-        kill -TERM "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    fi
+    for p in "$pid" "${pids[@]}"; do
+        if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then
+            kill -TERM "$p" 2>/dev/null || true
+            wait "$p" 2>/dev/null || true
+        fi
+    done
     if [ "$ok" != 1 ] && [ -f "$tmp/suanlid.log" ]; then
         echo "api.sh: the end of suanlid's log:" >&2
         tail -n 20 "$tmp/suanlid.log" >&2
@@ -47,14 +56,16 @@ die() {
 
 # A free loopback port: bash's /dev/tcp connect fails on a closed one. Another
 # process could take it before suanlid does: then try another.
+# start_server [DATA]: suanlid on DATA ($tmp/data), its pid in $pid
 start_server() {
+    local data=${1:-$tmp/data}
     for _ in 1 2 3 4 5; do
         port=$((20000 + RANDOM % 40000))
         (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && continue
         url=http://127.0.0.1:$port
         # shellcheck disable=SC2086
-        "$build/suanlid" --data-dir "$tmp/data" --listen "127.0.0.1:$port" \
-            ${SUANLID_ARGS:-} >"$tmp/suanlid.out" 2>"$tmp/suanlid.log" </dev/null &
+        "$build/suanlid" --data-dir "$data" --listen "127.0.0.1:$port" \
+            ${SUANLID_ARGS:-} >>"$tmp/suanlid.out" 2>>"$tmp/suanlid.log" </dev/null &
         pid=$!
         for _ in $(seq 100); do
             curl -fsS "$url/healthz" >/dev/null 2>&1 && return 0
@@ -88,6 +99,62 @@ json_field() {
 }
 
 start_server
+# more replicas: the first one's secrets (docs/operations.md, "Several
+# replicas"), then nginx in front of them all
+if [ "$replicas" -gt 1 ]; then
+    command -v nginx >/dev/null || die "nginx not found: run scripts/deps.sh bench"
+    first_pid=$pid
+    upstream="    server 127.0.0.1:$port;"
+    for r in $(seq 2 "$replicas"); do
+        mkdir -m 700 "$tmp/data$r"
+        cp -p "$tmp/data/secret.key" "$tmp/data/front-token" "$tmp/data$r/"
+        start_server "$tmp/data$r"
+        pids+=("$pid")
+        upstream+=$'\n'"    server 127.0.0.1:$port;"
+    done
+    pid=$first_pid
+    for _ in 1 2 3 4 5; do
+        port=$((20000 + RANDOM % 40000))
+        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || break
+    done
+    mkdir -p "$tmp/nginx"
+    cat >"$tmp/nginx/nginx.conf" <<NGINX
+worker_processes 2;
+pid $tmp/nginx/nginx.pid;
+error_log $tmp/nginx/error.log;
+user root;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $tmp/nginx/body;
+  proxy_temp_path $tmp/nginx/proxy;
+  fastcgi_temp_path $tmp/nginx/fastcgi;
+  uwsgi_temp_path $tmp/nginx/uwsgi;
+  scgi_temp_path $tmp/nginx/scgi;
+  upstream suanlid {
+$upstream
+    keepalive 64;
+  }
+  server {
+    listen 127.0.0.1:$port;
+    location = /floor { return 200 "{}"; }
+    location / {
+      proxy_pass http://suanlid;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+  }
+}
+NGINX
+    nginx -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf" -g "daemon off;" 2>>"$tmp/suanlid.log" &
+    pids+=("$!")
+    url=http://127.0.0.1:$port
+    for _ in $(seq 100); do
+        curl -fsS "$url/healthz" >/dev/null 2>&1 && break
+        sleep 0.1
+    done
+    curl -fsS "$url/healthz" >/dev/null || die "nginx in front of the replicas does not answer"
+fi
 admin_password=$(cat "$tmp/data/admin-password")
 admin_token=$(api POST /v1/sessions "" \
     "{\"email\":\"admin@localhost\",\"password\":\"$admin_password\"}" | json_field token)
@@ -121,6 +188,7 @@ row() {
 }
 
 run_wrk me -H "Authorization: Bearer $renter_token" "$url/v1/me"
+[ "$replicas" -le 1 ] || run_wrk floor "$url/floor"
 CREDIT_PATH=/v1/admin/users/$renter_id/credit CREDIT_TOKEN=$admin_token \
     CREDIT_COUNT=$tmp/credits run_wrk credit -s "$root/bench/credit.lua" "$url"
 
@@ -163,6 +231,7 @@ mem=$(awk '/^MemTotal:/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)
     echo "|---|---|---|---|---|"
     row "GET /v1/me" me
     row "POST /v1/admin/users/{id}/credit" credit
+    [ "$replicas" -le 1 ] || row "floor: nginx answering itself, $replicas replicas behind it" floor
     echo
     echo "Ledger after the run: check ok, $txns credit transactions, $created answered 201,"
     echo "$refused answered otherwise, $in_flight in flight when wrk stopped."

@@ -17,6 +17,8 @@ its root password once), with the CPU suanlid and this tool spent per
 placement and the CPU-bound ceiling they make on this machine.
 
 PERF=FILE records a profile of suanlid while it places (perf report -i FILE).
+SUANLI_TEST_STORE=postgres (under scripts/pg-test.sh, as the integration
+tests): suanlid on PostgreSQL; the table goes to bench/results/sched-pg.md.
 SUANLID_SET="option=value ..." passes more options to suanlid.
 
 Prints a markdown table and writes bench/results/sched.md.
@@ -276,20 +278,18 @@ def main():
         lat = [x for r in results for x in r[0]]
         failures = [f for r in results for f in r[1]]
         client_cpu = sum(r[2] for r in results)
-        db = sqlite3.connect(f"file:{server.data_dir}/suanli.db?mode=ro", uri=True)
-        held = db.execute("SELECT COUNT(*) FROM gpus WHERE instance_id IS NOT NULL").fetchone()[0]
-        made = db.execute("SELECT COUNT(*) FROM instances").fetchone()[0]
-        twice = db.execute(
-            "SELECT COUNT(*) FROM instances i WHERE i.gpus !="
-            " (SELECT COUNT(*) FROM gpus g WHERE g.instance_id = i.id)").fetchone()[0]
+        def one(sql):  # on either store (conftest's Server.db_execute)
+            return int(server.db_execute(sql)[0][0][0])
+        held = one("SELECT COUNT(*) FROM gpus WHERE instance_id IS NOT NULL")
+        made = one("SELECT COUNT(*) FROM instances")
+        twice = one("SELECT COUNT(*) FROM instances i WHERE i.gpus !="
+                    " (SELECT COUNT(*) FROM gpus g WHERE g.instance_id = i.id)")
         # the free counts placement reads (gpu_free, kept by triggers) match
-        # the GPUs themselves (a suanlid without them: nothing to check)
-        counts_off = db.execute(
+        # the GPUs themselves
+        counts_off = one(
             "SELECT COUNT(*) FROM gpu_free f WHERE f.free != (SELECT COUNT(*) FROM gpus g"
             " WHERE g.node_id = f.node_id AND g.gpu_model_id = f.gpu_model_id"
-            " AND g.instance_id IS NULL)").fetchone()[0] if db.execute(
-            "SELECT COUNT(*) FROM sqlite_master WHERE name = 'gpu_free'").fetchone()[0] else 0
-        db.close()
+            " AND g.instance_id IS NULL)")
         floor = write_floor(d)
         hashes = crypt_floor()
     finally:
@@ -320,14 +320,15 @@ def main():
     out = [f"# Placement: {HOSTS} hosts x {GPUS_PER_HOST} GPUs, {INSTANCES} instances, "
            f"concurrency {CONCURRENCY}, http.threads {HTTP_THREADS}"
            f"{', Idempotency-Key on each' if os.environ.get('IDEMPOTENCY') == '1' else ''}"
-           f" ({time.strftime('%Y-%m-%d')})", "",
+           f", store {conftest.TEST_STORE} ({time.strftime('%Y-%m-%d')})", "",
            "| measure | value |", "|---|---|"] + [f"| {a} | {b} |" for a, b in rows]
     if failures:
         out += ["", f"first refusal: {failures[0]}"]
     text = "\n".join(out) + "\n"
     print(text)
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    with open(os.path.join(HERE, "results", "sched.md"), "w") as f:
+    name = "sched-pg.md" if conftest.TEST_STORE == "postgres" else "sched.md"
+    with open(os.path.join(HERE, "results", name), "w") as f:
         f.write(text)
     shutil.rmtree(d, ignore_errors=True)
     return 0 if ok else 1

@@ -11,7 +11,11 @@
 # also have a file storage meter (renter-wide: no host, settled to their
 # directory's last sample, docs/design/billing.md "Storage meters"; the
 # pass without them is the floor), SUANLI_BUILD (build). Writes the table to
-# bench/results/settle.md.
+# bench/results/settle.md. STORE=postgres: the same on PostgreSQL, under
+# scripts/pg-test.sh (SUANLI_PG_DURABLE=1 scripts/pg-test.sh bench/settle.sh,
+# durable like SQLite's synchronous=FULL): the population is made in SQLite
+# as below, copied with `suanlid migrate`, and suanlid runs on
+# SUANLI_TEST_PG; the table goes to bench/results/settle-pg.md.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,6 +28,13 @@ gap=${GAP:-3}
 rate=${RATE:-2500000}
 storage=${STORAGE:-0}
 results=$root/bench/results/settle.md
+store=${STORE:-sqlite}
+pg=
+use_pg= # set once the population is in PostgreSQL
+if [ "$store" = postgres ]; then
+    pg=${SUANLI_TEST_PG:?STORE=postgres runs under scripts/pg-test.sh}
+    results=$root/bench/results/settle-pg.md
+fi
 
 for tool in sqlite3 curl jq; do
     command -v "$tool" >/dev/null || {
@@ -66,7 +77,7 @@ start_server() {
         url=http://127.0.0.1:$port
         "$build/suanlid" --data-dir "$data" --listen "127.0.0.1:$port" \
             --set "catalog_seed=$root/etc/catalog.sample.json" \
-            --set billing.settle_interval=86400 \
+            --set billing.settle_interval=86400 ${use_pg:+--set "store=$pg"} \
             >>"$tmp/suanlid.out" 2>>"$tmp/suanlid.log" </dev/null &
         pid=$!
         for _ in $(seq 300); do
@@ -103,6 +114,14 @@ api() {
 
 sql() {
     sqlite3 -bail -cmd ".timeout 30000" "$db" "$@"
+}
+# store SQL: on the store suanlid runs on
+store_sql() {
+    if [ -n "$pg" ]; then
+        psql -X -qAt -v ON_ERROR_STOP=1 "$pg" -c "$1"
+    else
+        sql "$1"
+    fi
 }
 
 # 1. suanlid creates and migrates the store, seeds the sample catalog
@@ -171,6 +190,13 @@ COMMIT;
 SQL
 t1=$(date +%s.%N)
 echo "settle.sh: inserted in $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}') s" >&2
+if [ -n "$pg" ]; then
+    echo "settle.sh: copying it into PostgreSQL (suanlid migrate)" >&2
+    "$build/suanlid" migrate --from "sqlite:$db" --to "$pg" >"$tmp/migrate.out" ||
+        die "suanlid migrate failed"
+    psql -X -q "$pg" -c "VACUUM ANALYZE" || die "VACUUM ANALYZE failed"
+    use_pg=1
+fi
 
 start_server
 admin_password=$(cat "$data/admin-password")
@@ -182,12 +208,12 @@ admin_token=$(api POST /v1/sessions "" \
 # every host reports (last_heartbeat = now, the UPDATE a heartbeat makes,
 # written here with the sqlite3 CLI beside the running suanlid: SQLite locks
 # across processes), then one pass is asked for.
-entries() { sql "SELECT COUNT(*) FROM ledger_entries"; }
+entries() { store_sql "SELECT COUNT(*) FROM ledger_entries"; }
 rows=()
 for p in $(seq 0 "$passes"); do
     [ "$p" = 0 ] || sleep "$gap"
-    sql "UPDATE nodes SET last_heartbeat = CAST(strftime('%s', 'now') AS INTEGER);
-         UPDATE storage_dirs SET used_at = CAST(strftime('%s', 'now') AS INTEGER)"
+    beat=$(date +%s)
+    store_sql "UPDATE nodes SET last_heartbeat = $beat; UPDATE storage_dirs SET used_at = $beat"
     before=$(entries)
     perf_pid=
     if [ -n "${PERF:-}" ] && [ "$p" = "$passes" ]; then
@@ -222,7 +248,12 @@ mem=$(awk '/^MemTotal:/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)
     echo "# Settlement pass benchmark"
     echo
     echo "$(date -u +%Y-%m-%dT%H:%M:%SZ), suanlid $("$build/suanlid" --version | awk '{print $2}'),"
-    echo "SQLite (WAL, synchronous=FULL); $instances running instances with one open GPU meter"
+    if [ -n "$pg" ]; then
+        echo "PostgreSQL 15 (scripts/pg-test.sh, a Unix socket; fsync $(psql -X -qAt "$pg" -c 'SHOW fsync'));"
+    else
+        echo "SQLite (WAL, synchronous=FULL);"
+    fi
+    echo "$instances running instances with one open GPU meter"
     echo "each ($rate micros/hour), $renters renters ($storage with a file storage meter),"
     echo "$nodes hosts; ${gap}s between passes;"
     echo "machine: $(nproc) CPUs ($cpu), $mem memory, load average $(cut -d' ' -f1-3 /proc/loadavg)."

@@ -1,5 +1,6 @@
 /* Liveness and Prometheus metrics. */
 #include "instance-metrics.h"
+#include "leader.h"
 #include "metrics.h"
 #include "routes.h"
 
@@ -8,14 +9,22 @@
 
 int api_healthz(struct api_request *req, struct api_response *res, struct sl_error *err)
 {
+    struct leader *ld = req->srv->leader;
+    char why[sizeof(((struct sl_error *)0)->message)];
     int have, want;
 
+    /* the leader's thread asks the database every second (leader.h): a
+     * replica that lost it says so at once, without waiting on it here */
+    if (!leader_db_ok(ld, why, sizeof(why)))
+        return sl_fail(err, SL_E_UNAVAILABLE, "store_unavailable",
+                       "this replica cannot reach its database: %s", why);
     if (store_schema_version(req->srv->store, &have, &want, err) < 0)
         return -1;
     api_reply(res, 200,
-              json_pack("{s:s, s:s, s:i, s:I}", "status", "ok", "store",
+              json_pack("{s:s, s:s, s:i, s:I, s:b}", "status", "ok", "store",
                         store_backend(req->srv->store), "schema_version", have, "uptime_seconds",
-                        (json_int_t)(sl_time_now() - req->srv->started_at)));
+                        (json_int_t)(sl_time_now() - req->srv->started_at), "leader",
+                        leader_held(ld)));
     return 0;
 }
 
@@ -55,6 +64,16 @@ int api_metrics(struct api_request *req, struct api_response *res, struct sl_err
                 "several transactions may share one).\n"
                 "# TYPE suanli_store_commits_total counter\nsuanli_store_commits_total %llu\n",
                 (unsigned long long)transactions, (unsigned long long)commits);
+    sl_buf_addf(&out,
+                "# HELP suanli_leader Whether this replica leads: runs the background work "
+                "(1) or serves the API only (0).\n"
+                "# TYPE suanli_leader gauge\nsuanli_leader %d\n"
+                "# HELP suanli_background_runs_total Background job runs (settlement, stops, "
+                "fleet, notifications, housekeeping) in this replica.\n"
+                "# TYPE suanli_background_runs_total counter\n"
+                "suanli_background_runs_total %llu\n",
+                leader_held(req->srv->leader) ? 1 : 0,
+                (unsigned long long)leader_runs(req->srv->leader));
     sl_buf_addf(&out,
                 "# HELP suanli_uptime_seconds Seconds since suanlid started.\n"
                 "# TYPE suanli_uptime_seconds gauge\nsuanli_uptime_seconds %lld\n",

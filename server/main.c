@@ -8,6 +8,8 @@
 #include "http.h"
 #include "idempotency.h"
 #include "instances.h"
+#include "leader.h"
+#include "migrate-cmd.h"
 #include "nodes.h"
 #include "ports.h"
 #include "server.h"
@@ -161,7 +163,8 @@ static void *periodic_loop(void *arg)
         if (stopping)
             break;
         pthread_mutex_unlock(&stop_lock);
-        p->run(p->srv);
+        if (leader_may_run(p->srv->leader)) /* background work: the leader's (leader.h) */
+            p->run(p->srv);
         pthread_mutex_lock(&stop_lock);
     }
     pthread_mutex_unlock(&stop_lock);
@@ -199,6 +202,8 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "front-config") == 0)
         return front_config_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "migrate") == 0)
+        return migrate_main(argc - 1, argv + 1);
     static const struct option longopts[] = {
         { "data-dir", required_argument, NULL, 'd' },
         { "listen", required_argument, NULL, 'l' },
@@ -345,6 +350,9 @@ int main(int argc, char **argv)
 
     /* before any thread: the notifier's webhooks and email (notify.h) */
     curl_global_init(CURL_GLOBAL_DEFAULT);
+    srv.leader = leader_start(&srv, &err);
+    if (!srv.leader)
+        die("leader", &err);
     struct http_server *http = http_start(&srv, srv.cfg.listen, &err);
     if (!http)
         die("http", &err);
@@ -364,6 +372,7 @@ int main(int argc, char **argv)
     int sig;
     sigwait(&sigs, &sig);
     log_info("suanlid: %s received, stopping", strsignal(sig));
+    leader_stop(srv.leader); /* the lead goes to another replica; no pass starts here */
     http_stop(http);
     notify_stop(); /* a slow webhook holds up the stop by one request at most */
     pthread_mutex_lock(&stop_lock);
@@ -372,6 +381,7 @@ int main(int argc, char **argv)
     pthread_mutex_unlock(&stop_lock);
     for (size_t i = 0; i < ARRAY_SIZE(jobs); i++)
         pthread_join(jobs[i].thread, NULL);
+    leader_free(srv.leader);
     store_close(srv.store);
     sl_config_release(server_options, server_options_count, &srv.cfg);
     return 0;

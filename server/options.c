@@ -165,6 +165,9 @@ const struct sl_option server_options[] = {
         "open at once; the next gets 429"),
     OPT("notify.interval", SL_OPT_DURATION, "2s", 1, SL_SEC_PER_HOUR, notify_interval,
         "how often new events are turned into notifications and due deliveries are sent"),
+    OPT("leader.always", SL_OPT_BOOL, "false", 0, 0, leader_always,
+        "tests and diagnosis only: run background work (billing, stops, notifications) here "
+        "even while another replica leads; safe, as settlement is idempotent, but wasteful"),
     OPT("notify.digest_window", SL_OPT_DURATION, "1h", 1, DAY, notify_digest_window,
         "at most one message per event kind and instance in this long; the ones held back are "
         "counted into the next"),

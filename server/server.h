@@ -74,6 +74,7 @@ struct server_config {
     int64_t events_max_streams_per_user; /* GET /v1/events/stream (event-stream.h) */
     /* notifications (notify.h) */
     int64_t notify_interval;
+    bool leader_always; /* leader.always: every replica runs background work (tests) */
     int64_t notify_digest_window;
     bool notify_webhook_allow_private;
     int64_t notify_timeout;
@@ -101,6 +102,7 @@ struct server {
     /* the front door's token (front.h: FRONT_TOKEN_MAX) */
     char front_token[80];
     int64_t started_at;
+    struct leader *leader; /* leader.h: whether this replica runs background work */
 };
 
 #endif

@@ -9,7 +9,8 @@
  * duplicate insert they answer, then go on), so a statement run inside a
  * transaction is wrapped in a savepoint of its own, released when it
  * succeeds and rolled back to when it fails; the three go in one round
- * trip (pipeline mode). A query is not wrapped (see pg_query).
+ * trip (pipeline mode). A query is not wrapped (see pg_query). Statements
+ * are prepared once per connection (struct pg_stmt).
  *
  * A lost connection fails with SL_E_UNAVAILABLE; a connection lost outside
  * a transaction is made again at its next statement, one lost inside a
@@ -38,10 +39,27 @@
 /* the protocol's limit: a parameter count is 16 bits */
 #define PG_MAX_PARAMS 65535
 
+/* Prepared statements, per connection (PQprepare once, PQexecPrepared
+ * after): keyed by the statement's text as sent (NULL parameters are in
+ * it) and its parameters' types, named sl_N with N never reused on the
+ * connection. At most PG_STMT_MAX; past that a statement is sent with its
+ * text each time. Forgotten on a new connection and after a script (a
+ * migration may change what they refer to). */
+#define PG_STMT_SLOTS 2048 /* a power of two, twice PG_STMT_MAX */
+#define PG_STMT_MAX   1024
+
+struct pg_stmt {
+    char *key; /* NULL: a free slot */
+    unsigned id;
+};
+
 struct pg_conn {
     PGconn *pg;
     char *target;
-    bool lost_in_tx; /* the connection went while a transaction was open */
+    bool lost_in_tx;       /* the connection went while a transaction was open */
+    struct pg_stmt *stmts; /* PG_STMT_SLOTS, open addressing */
+    int nstmts;
+    unsigned next_id;
 };
 
 struct db_rows {
@@ -181,12 +199,23 @@ static void *pg_connect(const char *target, bool writer, struct sl_error *err)
     return c;
 }
 
+static void stmts_forget(struct pg_conn *c)
+{
+    for (int i = 0; c->stmts && i < PG_STMT_SLOTS; i++) {
+        free(c->stmts[i].key);
+        c->stmts[i].key = NULL;
+    }
+    c->nstmts = 0;
+}
+
 static void pg_disconnect(void *p)
 {
     struct pg_conn *c = p;
 
     if (!c)
         return;
+    stmts_forget(c);
+    free(c->stmts);
     PQfinish(c->pg);
     free(c->target);
     free(c);
@@ -219,6 +248,7 @@ static int pg_ensure(struct pg_conn *c, const char *sql, struct sl_error *err)
                        "unable to reconnect to PostgreSQL: %s; try again in a moment", msg);
     }
     PQsetNoticeProcessor(c->pg, pg_notice, NULL);
+    stmts_forget(c);
     if (pg_setup(c->pg, err) < 0)
         return -1;
     c->lost_in_tx = false;
@@ -322,6 +352,66 @@ static int params_fill(struct pg_params *p, const struct db_arg *args, struct sl
     return 0;
 }
 
+/* A statement's cache key, its slot (found, or the free one it would
+ * take), and its name. */
+struct pg_prepared {
+    char *key;
+    int slot;
+    bool found;    /* prepared on this connection already */
+    bool cachable; /* found, or room to prepare it */
+    char name[24];
+};
+
+static void prepared_release(struct pg_prepared *s)
+{
+    free(s->key);
+}
+#define cleanup_prepared __attribute__((cleanup(prepared_release)))
+
+static void prepared_find(struct pg_conn *c, const char *text, const struct pg_params *p,
+                          struct pg_prepared *s)
+{
+    size_t n = strlen(text);
+    uint32_t h = 2166136261u;
+
+    s->key = xmalloc(n + (size_t)p->n + 2);
+    memcpy(s->key, text, n);
+    s->key[n] = '\x1f';
+    for (int i = 0; i < p->n; i++)
+        s->key[n + 1 + (size_t)i] = p->types[i] == PG_INT8OID ? 'i' : 't';
+    s->key[n + 1 + (size_t)p->n] = '\0';
+    for (const char *k = s->key; *k; k++)
+        h = (h ^ (unsigned char)*k) * 16777619u;
+    if (!c->stmts)
+        c->stmts = xcalloc(PG_STMT_SLOTS, sizeof(*c->stmts));
+    s->slot = (int)(h & (PG_STMT_SLOTS - 1));
+    while (c->stmts[s->slot].key && strcmp(c->stmts[s->slot].key, s->key) != 0)
+        s->slot = (s->slot + 1) & (PG_STMT_SLOTS - 1);
+    s->found = c->stmts[s->slot].key != NULL;
+    s->cachable = s->found || c->nstmts < PG_STMT_MAX;
+    snprintf(s->name, sizeof(s->name), "sl_%u", s->found ? c->stmts[s->slot].id : c->next_id);
+}
+
+/* After the server accepted the statement's Parse. */
+static void prepared_keep(struct pg_conn *c, struct pg_prepared *s)
+{
+    c->stmts[s->slot].key = s->key;
+    c->stmts[s->slot].id = c->next_id++;
+    c->nstmts++;
+    s->key = NULL;
+}
+
+/* A prepared statement that a schema change made stale ("cached plan
+ * must not change result type") or that the server does not know: the
+ * cache starts again. */
+static void forget_if_stale(struct pg_conn *c, const PGresult *res)
+{
+    const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+    if (state && (strcmp(state, "0A000") == 0 || strcmp(state, "26000") == 0))
+        stmts_forget(c);
+}
+
 static bool result_ok(const PGresult *res)
 {
     ExecStatusType s = PQresultStatus(res);
@@ -336,7 +426,22 @@ static PGresult *run(struct pg_conn *c, const char *sql, const struct db_arg *ar
     if (params_fill(&p, args, err) < 0)
         return NULL;
     cleanup_free char *text = translate(sql, args, p.n);
-    PGresult *res = PQexecParams(c->pg, text, p.n, p.types, p.values, NULL, NULL, 0);
+    cleanup_prepared struct pg_prepared s = { 0 };
+    PGresult *res;
+
+    prepared_find(c, text, &p, &s);
+    if (s.cachable && !s.found) {
+        res = PQprepare(c->pg, s.name, text, p.n, p.types);
+        if (res && PQresultStatus(res) != PGRES_COMMAND_OK)
+            return res; /* the statement's error */
+        if (res)
+            prepared_keep(c, &s);
+        PQclear(res);
+    }
+    if (s.cachable)
+        res = PQexecPrepared(c->pg, s.name, p.n, p.values, NULL, NULL, 0);
+    else
+        res = PQexecParams(c->pg, text, p.n, p.types, p.values, NULL, NULL, 0);
     if (!res) /* not sent: a connection that is gone */
         fail_pg(err, c, NULL, "unable to send a statement");
     return res;
@@ -399,31 +504,45 @@ static PGresult *run_in_savepoint(struct pg_conn *c, const char *sql, const stru
                                   struct sl_error *err)
 {
     cleanup_params struct pg_params p = { 0 };
+    cleanup_prepared struct pg_prepared s = { 0 };
     PGresult *res = NULL, *r;
-    bool ok;
+    bool ok, parse, parsed = false;
+    int at; /* the statement's result: after the savepoint's and the Parse's */
 
     if (params_fill(&p, args, err) < 0)
         return NULL;
     cleanup_free char *text = translate(sql, args, p.n);
-    ok = PQenterPipelineMode(c->pg) == 1 &&
-         PQsendQueryParams(c->pg, "SAVEPOINT sl_statement", 0, NULL, NULL, NULL, NULL, 0) == 1 &&
-         PQsendQueryParams(c->pg, text, p.n, p.types, p.values, NULL, NULL, 0) == 1 &&
-         PQsendQueryParams(c->pg, "RELEASE SAVEPOINT sl_statement", 0, NULL, NULL, NULL, NULL, 0) ==
-             1 &&
-         PQpipelineSync(c->pg) == 1;
-    for (int i = 0; ok && i < 4; i++) {
+    prepared_find(c, text, &p, &s);
+    parse = s.cachable && !s.found;
+    at = parse ? 2 : 1;
+    ok =
+        PQenterPipelineMode(c->pg) == 1 &&
+        PQsendQueryParams(c->pg, "SAVEPOINT sl_statement", 0, NULL, NULL, NULL, NULL, 0) == 1 &&
+        (!parse || PQsendPrepare(c->pg, s.name, text, p.n, p.types) == 1) &&
+        (s.cachable ? PQsendQueryPrepared(c->pg, s.name, p.n, p.values, NULL, NULL, 0)
+                    : PQsendQueryParams(c->pg, text, p.n, p.types, p.values, NULL, NULL, 0)) == 1 &&
+        PQsendQueryParams(c->pg, "RELEASE SAVEPOINT sl_statement", 0, NULL, NULL, NULL, NULL, 0) ==
+            1 &&
+        PQpipelineSync(c->pg) == 1;
+    for (int i = 0; ok && i < at + 3; i++) {
         r = pipeline_result(c->pg);
         if (!r) {
             ok = false;
-        } else if (i == 1 && !res) {
+        } else if (i == at && !res) {
             res = r;
             continue;
-        } else if (i == 0 && PQresultStatus(r) != PGRES_COMMAND_OK) {
-            res = r; /* the savepoint failed: that is the error */
-            r = NULL;
+        } else if (i < at && PQresultStatus(r) != PGRES_COMMAND_OK) {
+            if (!res) { /* the savepoint or the Parse failed: that is the error */
+                res = r;
+                r = NULL;
+            }
+        } else if (i == 1 && parse) {
+            parsed = true;
         }
         PQclear(r);
     }
+    if (parsed)
+        prepared_keep(c, &s);
     if (!ok || PQexitPipelineMode(c->pg) != 1) {
         PQclear(res);
         fail_pg(err, c, NULL, "unable to run a statement");
@@ -431,6 +550,7 @@ static PGresult *run_in_savepoint(struct pg_conn *c, const char *sql, const stru
          * transaction (refused until the next BEGIN, which connects again) */
         cleanup_free char *conninfo = conninfo_of(c->target);
         PQfinish(c->pg);
+        stmts_forget(c);
         c->pg = PQconnectStart(conninfo);
         if (!c->pg)
             abort(); /* out of memory */
@@ -467,6 +587,7 @@ static int pg_exec(void *p, const char *sql, const struct db_arg *args, struct s
     if (!result_ok(res)) {
         fail_pg(err, c, res, "statement failed");
         name_statement(err, sql);
+        forget_if_stale(c, res);
         PQclear(res);
         if (wrap)
             simple(c, "ROLLBACK TO SAVEPOINT sl_statement; RELEASE SAVEPOINT sl_statement");
@@ -492,6 +613,7 @@ static int pg_exec_script(void *p, const char *sql, struct sl_error *err)
     if (pg_ensure(c, sql, err) < 0)
         return -1;
     res = PQexec(c->pg, sql);
+    stmts_forget(c); /* the names stay on the server, unused, until it ends */
     if (!result_ok(res)) {
         fail_pg(err, c, res, "script failed");
         PQclear(res);
@@ -527,6 +649,7 @@ static struct db_rows *pg_query(void *p, const char *sql, const struct db_arg *a
     if (!result_ok(res)) {
         fail_pg(err, c, res, "query failed");
         name_statement(err, sql);
+        forget_if_stale(c, res);
         PQclear(res);
         pg_note_state(c, ts != PQTRANS_IDLE);
         return NULL;
@@ -604,4 +727,9 @@ const struct store_ops store_pg_ops = {
      * several replicas will need (control-plane.md, "PostgreSQL") */
     .begin_sql = "BEGIN ISOLATION LEVEL SERIALIZABLE",
     .migrations = pg_migrations,
+    .link = &store_pg_link_ops, /* store-pg-link.c */
+    /* replicas' writers one at a time; LOCK takes no snapshot, so the
+     * batch's snapshot comes after the wait (control-plane.md, "Replicas
+     * and the leader") */
+    .turn_sql = "LOCK TABLE schema_migrations IN SHARE ROW EXCLUSIVE MODE",
 };

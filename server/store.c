@@ -61,6 +61,11 @@ struct store {
     /* store_set_commit_hook */
     void (*on_commit)(void *ctx);
     void *on_commit_ctx;
+    /* schema_migrations exists: turn_sql (store.h) locks it; atomic */
+    bool versioned;
+    /* store_set_relay */
+    void (*relay)(void *ctx);
+    void *relay_ctx;
 };
 
 /* A thread's connection: its own for reads outside transactions; inside
@@ -73,6 +78,15 @@ struct conn {
 };
 
 static int turn_end(struct store *st, bool wait, struct sl_error *err);
+
+/* A local commit noted a change: this process's waiters, then the others. */
+static void changed_here(struct store *st)
+{
+    if (st->on_commit)
+        st->on_commit(st->on_commit_ctx);
+    if (st->relay)
+        st->relay(st->relay_ctx);
+}
 
 struct db_rows_header {
     const struct store_ops *ops;
@@ -340,6 +354,13 @@ static int turn_begin(struct store *st, struct sl_error *err)
             pthread_mutex_unlock(&st->write_lock);
             return -1;
         }
+        if (st->ops->turn_sql && __atomic_load_n(&st->versioned, __ATOMIC_SEQ_CST) &&
+            st->ops->exec(st->writer, st->ops->turn_sql, DB_NO_ARGS, err) < 0) {
+            struct sl_error ignored = SL_ERROR_INIT;
+            st->ops->exec(st->writer, "ROLLBACK", DB_NO_ARGS, &ignored);
+            pthread_mutex_unlock(&st->write_lock);
+            return -1;
+        }
         st->batch_open = true;
         st->bare = true;
     } else if (st->ops->exec(st->writer, savepoint_sql[0], DB_NO_ARGS, err) < 0) {
@@ -394,8 +415,8 @@ int store_commit(struct store *st, struct sl_error *err)
     c->noted = false;
     if (turn_end(st, true, err) < 0)
         return -1;
-    if (noted && st->on_commit)
-        st->on_commit(st->on_commit_ctx);
+    if (noted)
+        changed_here(st);
     return 0;
 }
 
@@ -405,14 +426,80 @@ void store_set_commit_hook(struct store *st, void (*fn)(void *ctx), void *ctx)
     st->on_commit_ctx = ctx;
 }
 
+void store_set_relay(struct store *st, void (*fn)(void *ctx), void *ctx)
+{
+    st->relay = fn;
+    st->relay_ctx = ctx;
+}
+
+void store_changed_elsewhere(struct store *st)
+{
+    if (st->on_commit)
+        st->on_commit(st->on_commit_ctx);
+}
+
 void store_note_change(struct store *st)
 {
     struct conn *c = pthread_getspecific(st->key);
 
     if (c && c->depth > 0)
         c->noted = true;
-    else if (st->on_commit)
-        st->on_commit(st->on_commit_ctx);
+    else
+        changed_here(st);
+}
+
+struct store_link {
+    const struct store_link_ops *ops;
+    void *conn;
+};
+
+struct store_link *store_link_open(struct store *st, int timeout_ms, struct sl_error *err)
+{
+    if (!st->ops->link) {
+        sl_fail(err, SL_E_UNSUPPORTED, "no_links",
+                "the %s store has no links: one process owns its database", st->ops->name);
+        return NULL;
+    }
+    void *conn = st->ops->link->open(st->target, timeout_ms, err);
+    if (!conn)
+        return NULL;
+    struct store_link *l = xzalloc(sizeof(*l));
+    l->ops = st->ops->link;
+    l->conn = conn;
+    return l;
+}
+
+void store_link_close(struct store_link *l)
+{
+    if (!l)
+        return;
+    l->ops->close(l->conn);
+    free(l);
+}
+
+int store_link_lock(struct store_link *l, int64_t key, struct sl_error *err)
+{
+    return l->ops->lock(l->conn, key, err);
+}
+
+int store_link_ping(struct store_link *l, struct sl_error *err)
+{
+    return l->ops->ping(l->conn, err);
+}
+
+int store_link_listen(struct store_link *l, const char *channel, struct sl_error *err)
+{
+    return l->ops->listen(l->conn, channel, err);
+}
+
+int store_link_notify(struct store_link *l, const char *channel, struct sl_error *err)
+{
+    return l->ops->notify(l->conn, channel, err);
+}
+
+int store_link_wait(struct store_link *l, int wake_fd, int ms, struct sl_error *err)
+{
+    return l->ops->wait(l->conn, wake_fd, ms, err);
 }
 
 void store_rollback(struct store *st)
@@ -541,6 +628,7 @@ int store_schema_version(struct store *st, int *have, int *want, struct sl_error
                    " version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
                    DB_NO_ARGS, err) < 0)
         return -1;
+    __atomic_store_n(&st->versioned, true, __ATOMIC_SEQ_CST);
     if (store_get_int(st, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations", DB_NO_ARGS, &v,
                       err) < 0)
         return -1;

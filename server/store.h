@@ -53,6 +53,7 @@ static inline struct db_arg db_text_arg(const char *s)
 
 struct store;
 struct db_rows;
+struct store_link_ops;
 
 struct store_ops {
     const char *name;
@@ -72,8 +73,14 @@ struct store_ops {
     void (*rows_free)(struct db_rows *rows);
     /* whether conn is inside a transaction (an error may end one) */
     bool (*in_transaction)(void *conn);
-    const char *begin_sql;         /* the outermost BEGIN */
-    const char *const *migrations; /* NULL-terminated; index + 1 is the version */
+    const char *begin_sql; /* the outermost BEGIN */
+    /* run right after it, or NULL: makes the writers of every process on
+     * the database take turns, so that one's batch never conflicts with
+     * another's and identity values are in commit order (docs/design/
+     * control-plane.md, "Replicas and the leader") */
+    const char *turn_sql;
+    const char *const *migrations;     /* NULL-terminated; index + 1 is the version */
+    const struct store_link_ops *link; /* NULL: no links (store_link_open) */
 };
 
 /* uri: "sqlite:PATH", a plain path (an SQLite file), or a PostgreSQL URI
@@ -144,7 +151,50 @@ static inline void store_cleanup_txp(struct store **st)
 }
 #define cleanup_tx __attribute__((cleanup(store_cleanup_txp)))
 
+/* A link: one connection to the database of its own, outside the store's,
+ * for what several suanlid processes on one database share (docs/design/
+ * control-plane.md, "Replicas and the leader"): a session lock that one of
+ * them holds at a time, and notices of changes between them. PostgreSQL
+ * has links; SQLite none (one process owns its file): store_link_open fails
+ * with SL_E_UNSUPPORTED, code "no_links". One thread uses a link. Each call
+ * waits for the database at most the link's timeout_ms; a link that failed
+ * once (-1) is broken: close it and open another. */
+struct store_link;
+struct store_link *store_link_open(struct store *st, int timeout_ms, struct sl_error *err);
+void store_link_close(struct store_link *l);
+/* Takes the session lock `key` if no other session holds it: 1 taken, 0
+ * held by another, -1 failed. The lock lasts until the link closes, or its
+ * connection dies. */
+int store_link_lock(struct store_link *l, int64_t key, struct sl_error *err);
+/* A round trip (SELECT 1): 0 the database answered, -1 failed. */
+int store_link_ping(struct store_link *l, struct sl_error *err);
+/* Subscribes to channel; notify sends a notice on it (after its commit,
+ * to every subscribed link but this one). */
+int store_link_listen(struct store_link *l, const char *channel, struct sl_error *err);
+int store_link_notify(struct store_link *l, const char *channel, struct sl_error *err);
+/* Waits up to ms for a notice from another session or for wake_fd (-1:
+ * none) to be readable: 1 a notice came, 0 none did, -1 the link failed. */
+int store_link_wait(struct store_link *l, int wake_fd, int ms, struct sl_error *err);
+
+/* A change committed elsewhere (another process, heard through a link):
+ * runs the commit hook as a local commit would. */
+void store_changed_elsewhere(struct store *st);
+/* fn(ctx) runs after the commit hook for every local commit that noted a
+ * change (not for store_changed_elsewhere): it tells the other processes. */
+void store_set_relay(struct store *st, void (*fn)(void *ctx), void *ctx);
+
+struct store_link_ops {
+    void *(*open)(const char *target, int timeout_ms, struct sl_error *err);
+    void (*close)(void *link);
+    int (*lock)(void *link, int64_t key, struct sl_error *err);
+    int (*ping)(void *link, struct sl_error *err);
+    int (*listen)(void *link, const char *channel, struct sl_error *err);
+    int (*notify)(void *link, const char *channel, struct sl_error *err);
+    int (*wait)(void *link, int wake_fd, int ms, struct sl_error *err);
+};
+
 extern const struct store_ops store_sqlite_ops;
 extern const struct store_ops store_pg_ops;
+extern const struct store_link_ops store_pg_link_ops;
 
 #endif
