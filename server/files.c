@@ -39,29 +39,6 @@ bool files_path_valid(const char *path, bool allowed_empty)
     return true;
 }
 
-/* The URI's "ticket" parameter (64 hex digits) into out; false if none. */
-static bool uri_ticket(const char *uri, char *out)
-{
-    const char *q = uri ? strchr(uri, '?') : NULL;
-
-    for (const char *p = q ? q + 1 : NULL; p && *p;) {
-        size_t n = strcspn(p, "&#");
-        if (n == sizeof(TERMINAL_QUERY) + TERMINAL_TICKET_HEX - 1 &&
-            strncmp(p, TERMINAL_QUERY "=", sizeof(TERMINAL_QUERY)) == 0) {
-            const char *v = p + sizeof(TERMINAL_QUERY);
-            if (strspn(v, "0123456789abcdef") < TERMINAL_TICKET_HEX - 1)
-                return false;
-            memcpy(out, v, TERMINAL_TICKET_HEX - 1);
-            out[TERMINAL_TICKET_HEX - 1] = '\0';
-            return true;
-        }
-        if (p[n] != '&')
-            break;
-        p += n + 1;
-    }
-    return false;
-}
-
 /* A running instance of the caller's in region whose host serves files
  * (the terminal's socket: nodes.terminals), the oldest first; or the one
  * named. */
@@ -166,55 +143,42 @@ int files_authorize(struct server *srv, const struct terminal_request *rq,
                     enum terminal_verdict *out, const char **why, char *op, char *path,
                     char *origin, struct sl_error *err)
 {
-    char id[SL_ID_MAX], ticket[TERMINAL_TICKET_HEX], hash[SL_HASH_HEX_MAX];
-    int64_t now = sl_time_now();
-    int rc;
+    char id[SL_ID_MAX];
+    struct terminal_ticket t;
+    enum terminal_ticket_found found;
 
     *out = TERMINAL_FORBIDDEN;
     *why = "no such files host";
     if (!ports_parse_files_host(rq->host, srv->cfg.services_domain, id))
         return 0;
-    if (!uri_ticket(rq->uri, ticket)) {
-        *out = TERMINAL_UNAUTHENTICATED;
+    if (terminal_ticket_take(srv, rq->uri, &t, &found, err) < 0)
+        return -1;
+    *out = TERMINAL_UNAUTHENTICATED;
+    if (found == TICKET_NONE) {
         *why = "files open with a ticket: from the console's File storage page, or POST "
                "/v1/storage/REGION/files";
         return 0;
     }
-    sl_sha256_hex(ticket, strlen(ticket), hash);
-    cleanup_rows struct db_rows *rows =
-        store_query(srv->store,
-                    "SELECT t.instance_id, t.user_id, t.origin, t.expires_at, i.user_id, i.state,"
-                    " i.node_id, t.kind, t.path FROM terminal_tickets t"
-                    " JOIN instances i ON i.id = t.instance_id WHERE t.hash = ?1",
-                    DB_ARGS(DB_TEXT(hash)), err);
-    if (!rows || (rc = db_next(rows, err)) < 0)
-        return -1;
-    /* used once, whatever comes of it */
-    int deleted = rc ? store_exec(srv->store, "DELETE FROM terminal_tickets WHERE hash = ?1",
-                                  DB_ARGS(DB_TEXT(hash)), err)
-                     : 0;
-    if (deleted < 0)
-        return -1;
-    *out = TERMINAL_UNAUTHENTICATED;
-    *why = "the files ticket is not valid, was used, or expired: ask for another";
-    if (rc == 0 || deleted == 0 || db_int(rows, 3) <= now)
+    if (found == TICKET_SPENT) {
+        *why = "the files ticket is not valid, was used, or expired: ask for another";
         return 0;
+    }
     *out = TERMINAL_FORBIDDEN;
-    const char *kind = db_text(rows, 7);
+    const char *kind = t.kind;
     if (strncmp(kind, "files-", 6) != 0) {
         *why = "this ticket is not for files";
         return 0;
     }
-    if (strcmp(db_text(rows, 0), id) != 0) {
+    if (strcmp(t.instance_id, id) != 0) {
         *why = "the files ticket is for another instance";
         return 0;
     }
-    if (strcmp(db_text(rows, 1), db_text(rows, 4)) != 0 || db_null(rows, 6) || !rq->node_id ||
-        strcmp(db_text(rows, 6), rq->node_id) != 0) {
+    if (strcmp(t.user_id, t.owner) != 0 || !t.node_id[0] || !rq->node_id ||
+        strcmp(t.node_id, rq->node_id) != 0) {
         *why = "no such files host";
         return 0;
     }
-    if (strcmp(db_text(rows, 5), "running") != 0) {
+    if (strcmp(t.state, "running") != 0) {
         *why = "the instance is not running: ask for another ticket";
         return 0;
     }
@@ -226,13 +190,13 @@ int files_authorize(struct server *srv, const struct terminal_request *rq,
     /* a download is a navigation, which sends no Origin; a script's
      * request from another page always sends its own */
     bool none_ok = strcmp(kind, "files-get") == 0 && (!rq->origin || !*rq->origin);
-    if (!none_ok && (!rq->origin || strcasecmp(rq->origin, db_text(rows, 2)) != 0)) {
+    if (!none_ok && (!rq->origin || strcasecmp(rq->origin, t.origin) != 0)) {
         *why = "files open only from the console's own page";
         return 0;
     }
-    snprintf(op, 8, "%s", kind + 6);
-    snprintf(path, FILES_PATH_MAX, "%s", db_text(rows, 8));
-    snprintf(origin, TERMINAL_ORIGIN_MAX, "%s", db_text(rows, 2));
+    snprintf(op, 8, "%.7s", kind + 6);
+    snprintf(path, FILES_PATH_MAX, "%s", t.path);
+    snprintf(origin, TERMINAL_ORIGIN_MAX, "%s", t.origin);
     *out = TERMINAL_PASS;
     return 0;
 }

@@ -15,8 +15,8 @@
 #include "server.h"
 #include "terminal.h"
 
-#define FILES_PATH_MAX 4096 /* bytes of a path in the storage */
-#define FILES_NAME_MAX 255  /* bytes of one of its names */
+#define FILES_PATH_MAX TERMINAL_PATH_MAX /* bytes of a path in the storage: 4096 */
+#define FILES_NAME_MAX 255               /* bytes of one of its names */
 
 /* Whether path names something in a renter's storage as the agent takes
  * it: relative, names of 1 to FILES_NAME_MAX bytes without "/", "." or

@@ -124,60 +124,86 @@ int api_instances_terminal(struct api_request *req, struct api_response *res, st
     return 0;
 }
 
+int terminal_ticket_take(struct server *srv, const char *uri, struct terminal_ticket *t,
+                         enum terminal_ticket_found *found, struct sl_error *err)
+{
+    char ticket[TERMINAL_TICKET_HEX], hash[SL_HASH_HEX_MAX];
+    int rc;
+
+    *found = TICKET_NONE;
+    if (!uri_ticket(uri, ticket))
+        return 0;
+    *found = TICKET_SPENT;
+    sl_sha256_hex(ticket, strlen(ticket), hash);
+    cleanup_rows struct db_rows *rows =
+        store_query(srv->store,
+                    "SELECT t.instance_id, t.user_id, t.origin, t.expires_at, i.user_id, i.state,"
+                    " i.node_id, t.kind, t.path FROM terminal_tickets t"
+                    " JOIN instances i ON i.id = t.instance_id WHERE t.hash = ?1",
+                    DB_ARGS(DB_TEXT(hash)), err);
+    if (!rows || (rc = db_next(rows, err)) < 0)
+        return -1;
+    if (rc == 0)
+        return 0;
+    /* used once, whatever comes of it; a ticket two requests present at
+     * once is taken by the one whose delete removed it */
+    int deleted = store_exec(srv->store, "DELETE FROM terminal_tickets WHERE hash = ?1",
+                             DB_ARGS(DB_TEXT(hash)), err);
+    if (deleted < 0)
+        return -1;
+    if (deleted == 0 || db_int(rows, 3) <= sl_time_now())
+        return 0;
+    snprintf(t->instance_id, sizeof(t->instance_id), "%s", db_text(rows, 0));
+    snprintf(t->user_id, sizeof(t->user_id), "%s", db_text(rows, 1));
+    snprintf(t->origin, sizeof(t->origin), "%s", db_text(rows, 2));
+    snprintf(t->owner, sizeof(t->owner), "%s", db_text(rows, 4));
+    snprintf(t->state, sizeof(t->state), "%s", db_text(rows, 5));
+    snprintf(t->node_id, sizeof(t->node_id), "%s", db_text(rows, 6));
+    snprintf(t->kind, sizeof(t->kind), "%s", db_text(rows, 7));
+    snprintf(t->path, sizeof(t->path), "%s", db_text(rows, 8));
+    *found = TICKET_TAKEN;
+    return 0;
+}
+
 int terminal_authorize(struct server *srv, const struct terminal_request *rq,
                        enum terminal_verdict *out, const char **why, struct sl_error *err)
 {
-    char id[SL_ID_MAX], ticket[TERMINAL_TICKET_HEX], hash[SL_HASH_HEX_MAX];
-    int64_t now = sl_time_now();
-    int rc;
+    char id[SL_ID_MAX];
+    struct terminal_ticket t;
+    enum terminal_ticket_found found;
 
     *out = TERMINAL_FORBIDDEN;
     *why = "no such terminal";
     if (!ports_parse_terminal_host(rq->host, srv->cfg.services_domain, id))
         return 0;
-    if (!uri_ticket(rq->uri, ticket)) {
-        *out = TERMINAL_UNAUTHENTICATED;
+    if (terminal_ticket_take(srv, rq->uri, &t, &found, err) < 0)
+        return -1;
+    *out = TERMINAL_UNAUTHENTICATED;
+    if (found == TICKET_NONE) {
         *why = "a terminal opens with a ticket: open it from the instance's page in the console "
                "(POST /v1/instances/ID/terminal)";
         return 0;
     }
-    sl_sha256_hex(ticket, strlen(ticket), hash);
-    cleanup_rows struct db_rows *rows =
-        store_query(srv->store,
-                    "SELECT t.instance_id, t.user_id, t.origin, t.expires_at, i.user_id, i.state,"
-                    " i.node_id, t.kind FROM terminal_tickets t"
-                    " JOIN instances i ON i.id = t.instance_id"
-                    " WHERE t.hash = ?1",
-                    DB_ARGS(DB_TEXT(hash)), err);
-    if (!rows || (rc = db_next(rows, err)) < 0)
-        return -1;
-    /* used once, whatever comes of it: a ticket tried with another origin
-     * or host is gone for its holder too */
-    int deleted = rc ? store_exec(srv->store, "DELETE FROM terminal_tickets WHERE hash = ?1",
-                                  DB_ARGS(DB_TEXT(hash)), err)
-                     : 0;
-    if (deleted < 0)
-        return -1;
-    *out = TERMINAL_UNAUTHENTICATED;
-    *why = "the terminal ticket is not valid, was used, or expired: open the terminal again "
-           "from the console";
-    if (rc == 0 || deleted == 0 || db_int(rows, 3) <= now)
+    if (found == TICKET_SPENT) {
+        *why = "the terminal ticket is not valid, was used, or expired: open the terminal again "
+               "from the console";
         return 0;
+    }
     *out = TERMINAL_FORBIDDEN;
-    if (strcmp(db_text(rows, 7), "terminal") != 0) {
+    if (strcmp(t.kind, "terminal") != 0) {
         *why = "this ticket is for the instance's files, not its terminal";
         return 0;
     }
-    if (strcmp(db_text(rows, 0), id) != 0) {
+    if (strcmp(t.instance_id, id) != 0) {
         *why = "the terminal ticket is for another instance";
         return 0;
     }
-    if (strcmp(db_text(rows, 1), db_text(rows, 4)) != 0 || db_null(rows, 6) || !rq->node_id ||
-        strcmp(db_text(rows, 6), rq->node_id) != 0) {
+    if (strcmp(t.user_id, t.owner) != 0 || !t.node_id[0] || !rq->node_id ||
+        strcmp(t.node_id, rq->node_id) != 0) {
         *why = "no such terminal";
         return 0;
     }
-    if (strcmp(db_text(rows, 5), "running") != 0) {
+    if (strcmp(t.state, "running") != 0) {
         *why = "the instance is not running: start it, then open its terminal again";
         return 0;
     }
@@ -185,7 +211,7 @@ int terminal_authorize(struct server *srv, const struct terminal_request *rq,
         *why = "a terminal is a websocket: GET with Upgrade";
         return 0;
     }
-    if (!rq->origin || strcasecmp(rq->origin, db_text(rows, 2)) != 0) {
+    if (!rq->origin || strcasecmp(rq->origin, t.origin) != 0) {
         *why = "the terminal opens only from the console's own page";
         return 0;
     }

@@ -17,6 +17,7 @@
 #define TERMINAL_TICKETS_MAX 16 /* unexpired tickets per instance */
 #define TERMINAL_QUERY       "ticket"
 #define TERMINAL_ORIGIN_MAX  256
+#define TERMINAL_PATH_MAX    4096 /* a files ticket's path (files.h: FILES_PATH_MAX) */
 
 /* What the proxy may do with one request to a terminal host. */
 enum terminal_verdict {
@@ -32,6 +33,30 @@ struct terminal_request {
     const char *method;
     const char *origin; /* the request's Origin header, may be NULL */
 };
+
+/* A ticket as presented at a terminal or files host (terminal_ticket_take). */
+struct terminal_ticket {
+    char instance_id[SL_ID_MAX];
+    char user_id[SL_ID_MAX];
+    char origin[TERMINAL_ORIGIN_MAX];
+    char owner[SL_ID_MAX];        /* the instance's owner now */
+    char state[24];               /* the instance's state now */
+    char node_id[SL_ID_MAX];      /* the instance's host now; "" when none */
+    char kind[16];                /* "terminal", "files-list", "files-get", "files-put" */
+    char path[TERMINAL_PATH_MAX]; /* a files ticket's path in the storage */
+};
+
+enum terminal_ticket_found {
+    TICKET_NONE,  /* the URI has no well-formed ticket */
+    TICKET_SPENT, /* unknown, used or expired */
+    TICKET_TAKEN, /* valid until now, and deleted: t filled */
+};
+
+/* Looks up the ticket of uri and deletes it whatever comes of it (a ticket
+ * works once, and one tried at another host or origin is gone for its
+ * holder too). -1 with err on a store failure. */
+int terminal_ticket_take(struct server *srv, const char *uri, struct terminal_ticket *t,
+                         enum terminal_ticket_found *found, struct sl_error *err);
 
 /* Judges one request to a terminal host: the ticket of the URI is looked up
  * and deleted whatever the outcome (a ticket works once), then it must be
