@@ -27,21 +27,6 @@
 #define PATH_MAX_BYTES 4096
 #define NAME_MAX_BYTES 255
 
-static bool send_all(int fd, const void *data, size_t len)
-{
-    const char *p = data;
-    while (len > 0) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return false;
-        p += n;
-        len -= (size_t)n;
-    }
-    return true;
-}
-
 static void reply(int fd, const char *status, const char *type, const char *body)
 {
     cleanup_free char *head =
@@ -49,7 +34,7 @@ static void reply(int fd, const char *status, const char *type, const char *body
                   "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n"
                   "Connection: close\r\n\r\n",
                   status, type, strlen(body));
-    if (!send_all(fd, head, strlen(head)) || !send_all(fd, body, strlen(body)))
+    if (!terminal_send_all(fd, head, strlen(head)) || !terminal_send_all(fd, body, strlen(body)))
         log_debug("files: unable to answer: %s", strerror(errno));
 }
 
@@ -273,7 +258,7 @@ static void get(int fd, int root, const char *path)
         "Content-Disposition: %s\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n"
         "Connection: close\r\n\r\n",
         (long long)st.st_size, cd);
-    if (!send_all(fd, head, strlen(head)))
+    if (!terminal_send_all(fd, head, strlen(head)))
         return;
     off_t off = 0;
     while (off < st.st_size) {

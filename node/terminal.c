@@ -186,7 +186,7 @@ static void open_give(struct terminal_server *t, const char *id)
     pthread_mutex_unlock(&t->lock);
 }
 
-static bool send_all(int fd, const void *data, size_t len)
+bool terminal_send_all(int fd, const void *data, size_t len)
 {
     const char *p = data;
     while (len > 0) {
@@ -205,7 +205,7 @@ static bool send_frame(int fd, int opcode, const void *payload, size_t len)
 {
     unsigned char hdr[WS_HEADER_MAX];
     size_t hn = ws_header(hdr, opcode, len);
-    return send_all(fd, hdr, hn) && (len == 0 || send_all(fd, payload, len));
+    return terminal_send_all(fd, hdr, hn) && (len == 0 || terminal_send_all(fd, payload, len));
 }
 
 static void send_close(int fd, unsigned code, const char *reason)
@@ -526,7 +526,7 @@ static void serve(struct connection *c)
     /* a client that stops reading ends its terminal, not the agent's stop */
     struct timeval send_limit = { .tv_sec = SILENT_MAX_MS / 1000 };
     setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &send_limit, sizeof(send_limit));
-    if (send_all(c->fd, head, (size_t)n))
+    if (terminal_send_all(c->fd, head, (size_t)n))
         relay(t, c->fd, c->id, &pid);
     if (pid > 0)
         reap(pid);

@@ -63,4 +63,8 @@ void terminal_stop(struct terminal_server *t);
  * login shell after a one-line notice. */
 extern const char terminal_shell_script[];
 
+/* Sends all of data on the socket fd (the terminal's and the files' answers
+ * on the agent's socket); false when the peer is gone. */
+bool terminal_send_all(int fd, const void *data, size_t len);
+
 #endif

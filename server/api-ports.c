@@ -147,18 +147,26 @@ static void add_filtered(struct api_response *res, const char *name, const char 
         api_add_header(res, name, value);
 }
 
-/* A terminal host (terminal.h): its ticket and nothing else; a pass names
- * the instance for the agent's terminal server (X-Suanli-Terminal). */
-static int terminal_auth(struct api_request *req, struct api_response *res,
-                         const struct ports_request *prq, const char *id, struct sl_error *err)
+/* What a ticket is judged by: the proxied request, and the Origin the
+ * client sent (nginx passes it on as X-Original-Origin). */
+static struct terminal_request ticket_request(struct api_request *req,
+                                              const struct ports_request *prq)
 {
-    struct terminal_request rq = {
+    return (struct terminal_request){
         .node_id = prq->node_id,
         .host = prq->host,
         .uri = prq->uri,
         .method = prq->method,
         .origin = api_header(req, "X-Original-Origin"),
     };
+}
+
+/* A terminal host (terminal.h): its ticket and nothing else; a pass names
+ * the instance for the agent's terminal server (X-Suanli-Terminal). */
+static int terminal_auth(struct api_request *req, struct api_response *res,
+                         const struct ports_request *prq, const char *id, struct sl_error *err)
+{
+    struct terminal_request rq = ticket_request(req, prq);
     enum terminal_verdict verdict;
     const char *why;
 
@@ -180,13 +188,7 @@ static int terminal_auth(struct api_request *req, struct api_response *res,
 static int files_auth(struct api_request *req, struct api_response *res,
                       const struct ports_request *prq, const char *id, struct sl_error *err)
 {
-    struct terminal_request rq = {
-        .node_id = prq->node_id,
-        .host = prq->host,
-        .uri = prq->uri,
-        .method = prq->method,
-        .origin = api_header(req, "X-Original-Origin"),
-    };
+    struct terminal_request rq = ticket_request(req, prq);
     enum terminal_verdict verdict;
     const char *why;
     char op[8], path[FILES_PATH_MAX], origin[TERMINAL_ORIGIN_MAX];
