@@ -746,22 +746,29 @@ RECIPE_IMAGES = (("jupyter", "jupyter"), ("pytorch-debian", "pytorch"),
 
 def prebuild_recipe_images(server, stop):
     """In a thread: each of RECIPE_IMAGES in turn, waiting until it is
-    ready (or failed: its test says why) before the next. Gives up quietly
-    when the server goes (the session ends)."""
-    try:
-        for name, recipe in RECIPE_IMAGES:
-            server.request("POST", "/v1/admin/images", {"name": name, "recipe": recipe},
-                           token=server.admin_token)
-            deadline = time.monotonic() + 1500
-            while not stop.is_set() and time.monotonic() < deadline:
-                items = server.request("GET", "/v1/images", token=server.admin_token).json["items"]
-                if [i for i in items if i["name"] == name and i["state"] in ("ready", "failed")]:
-                    break
+    ready (or failed: its test says why) before the next. A request that
+    fails (a test restarts suanlid, or holds its connections) is tried
+    again; the thread ends with the session."""
+    def ask(method, path, body=None):
+        while not stop.is_set():
+            try:
+                return server.request(method, path, body, token=server.admin_token)
+            except Exception:
                 stop.wait(3)
-            if stop.is_set():
-                return
-    except Exception:  # the server stopped under it: the session is over
-        return
+        return None
+
+    for name, recipe in RECIPE_IMAGES:
+        deadline = time.monotonic() + 1500
+        made = False
+        while not stop.is_set() and time.monotonic() < deadline:
+            if not made:
+                r = ask("POST", "/v1/admin/images", {"name": name, "recipe": recipe})
+                made = r is not None and r.status in (201, 409)
+            r = ask("GET", "/v1/images")
+            items = r.json["items"] if r is not None and r.status == 200 else []
+            if [i for i in items if i["name"] == name and i["state"] in ("ready", "failed")]:
+                break
+            stop.wait(3)
 
 
 @pytest.fixture(scope="session")

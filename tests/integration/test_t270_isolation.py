@@ -58,17 +58,14 @@ def tiny(cluster):
         node = Node(server, node_dir, r.json["token"], gpus=f"2:{TINY}",
                     extra=["--set", f"network.bridge={TEST_BRIDGE}t",
                            "--set", f"network.subnet={subnet}"])
+        # the image first: the node comes with the main node's images, and
+        # one that reported its copy before would hold the name for an
+        # image this server never had (409 image_name_held, seen on a fresh
+        # machine)
+        r = server.request("POST", "/v1/admin/images", {"name": IMAGE, "recipe": "base"},
+                           token=server.admin_token)
+        assert r.status == 201, r
         node.start()
-
-        # the node came with the main node's images, unknown here: it may
-        # report them before this request (a name held by a deleted image,
-        # 409) and drops them once it hears they are not its server's
-        def made():
-            r = server.request("POST", "/v1/admin/images", {"name": IMAGE, "recipe": "base"},
-                               token=server.admin_token)
-            assert r.status == 201 or r.code == "image_name_held", r
-            return r.status == 201
-        wait_for(made, timeout=60, interval=0.5, what="the image name free on the tiny node")
 
         def image_ready():
             items = server.request("GET", "/v1/images", token=server.admin_token).json["items"]

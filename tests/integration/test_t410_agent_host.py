@@ -73,10 +73,13 @@ class Host:
                          network=(BRIDGE, SUBNET), extra=[
                              "--set", f"runtime={self.wrapper}",
                              "--set", f"poll_ms={POLL_MS}"])
-        self.node.start()
+        # the image first: a node that reported its copy of it before would
+        # hold the name for an image this server never had (409
+        # image_name_held, seen on a fresh machine)
         r = self.server.request("POST", "/v1/admin/images", {"name": IMAGE, "recipe": "base"},
                                 token=admin)
         assert r.status == 201, r
+        self.node.start()
 
         def ready():
             items = self.server.request("GET", "/v1/images", token=admin).json["items"]
