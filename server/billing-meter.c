@@ -168,8 +168,12 @@ static void rows_sql(void)
                           " VALUES ");
         values_sql(&sql, (size_t)1 << k, CHARGE_COLUMNS);
         charges_sql[k] = sl_buf_detach(&sql, NULL);
+        /* unsettled only changes when an ended meter reaches its end:
+         * an open meter's update changes no indexed column */
         sl_buf_adds(&sql, "UPDATE meters SET settled_until = v.column2, charged_micros ="
-                          " v.column3, settlements = v.column4 FROM (VALUES ");
+                          " v.column3, settlements = v.column4, unsettled = CASE WHEN"
+                          " meters.ended_at IS NOT NULL AND v.column2 < meters.ended_at"
+                          " THEN 1 ELSE 0 END FROM (VALUES ");
         values_sql(&sql, (size_t)1 << k, MOVE_COLUMNS);
         sl_buf_adds(&sql, ") AS v WHERE meters.seq = v.column1 AND meters.settlements = v.column5");
         moves_sql[k] = sl_buf_detach(&sql, NULL);
@@ -617,7 +621,8 @@ int billing_settle(struct server *srv, struct billing_stats *stats, struct sl_er
         cleanup_free struct meter *ms = meters_load(
             st,
             "SELECT " METER_COLUMNS METER_FROM
-            " WHERE m.ended_at IS NOT NULL AND m.settled_until < m.ended_at AND m.seq > ?1"
+            " WHERE m.unsettled = 1 AND m.ended_at IS NOT NULL AND m.settled_until < m.ended_at"
+            " AND m.seq > ?1"
             " ORDER BY m.seq LIMIT ?2",
             DB_ARGS(DB_INT(after_seq), DB_INT(SETTLE_CHUNK)), &n, err);
         if (!ms)

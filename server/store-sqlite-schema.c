@@ -880,8 +880,20 @@ const char *const sqlite_migrations[] = {
     "  PRIMARY KEY (instance_id, kind));",
     /* 15: the instances a ledger transaction charged, for the event
      * stream (event-stream.c, add_charged): a settlement no longer bumps
-     * their revisions */
-    "CREATE INDEX charges_txn ON charges(txn_id);",
+     * their revisions. And the ended meters not settled to their end are
+     * marked (unsettled, kept by a trigger on ended_at and by the
+     * settlement): an index whose condition names settled_until, which
+     * every settlement changes, made each of PostgreSQL's updates of a
+     * meter a new row in every index of the table (no HOT update) */
+    "CREATE INDEX charges_txn ON charges(txn_id);"
+    "ALTER TABLE meters ADD COLUMN unsettled INTEGER NOT NULL DEFAULT 0;"
+    "UPDATE meters SET unsettled = 1 WHERE ended_at IS NOT NULL AND settled_until < ended_at;"
+    "DROP INDEX meters_unsettled;"
+    "CREATE INDEX meters_unsettled ON meters(seq) WHERE unsettled = 1;"
+    "CREATE TRIGGER meters_unsettled_end AFTER UPDATE OF ended_at ON meters BEGIN"
+    "  UPDATE meters SET unsettled = CASE WHEN NEW.ended_at IS NOT NULL"
+    "   AND NEW.settled_until < NEW.ended_at THEN 1 ELSE 0 END WHERE seq = NEW.seq;"
+    "  END;",
     /* 16: files of the renter's storage through the console and the API
      * (docs/design/node-runtime.md, "File storage"): a ticket is a
      * terminal's or one file operation's, on a path of the storage */

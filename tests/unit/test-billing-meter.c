@@ -107,6 +107,13 @@ static void check_meters(struct store *st, const struct expect *e, size_t n)
     must(ledger_balance(st, ledger_user_account(account, "u-meter"), &balance, &err), &err,
          "balance");
     CHECK_EQ_INT(balance, -all);
+    /* the mark of the ended meters not settled to their end (the index the
+     * pass finds them by) says exactly that */
+    CHECK_EQ_INT(one_int(st,
+                         "SELECT COUNT(*) FROM meters WHERE unsettled != CASE WHEN ended_at IS NOT"
+                         " NULL AND settled_until < ended_at THEN 1 ELSE 0 END",
+                         NULL),
+                 0);
     struct billing_check c;
     must(billing_check(st, &c, &err), &err, "billing_check");
     CHECK_EQ_INT(c.bad_charged + c.bad_sums + c.bad_positions + c.bad_keys + c.bad_txns, 0);
