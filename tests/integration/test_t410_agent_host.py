@@ -63,8 +63,17 @@ class Host:
         os.chmod(self.wrapper, 0o755)
         self.server = Server(os.path.join(root, "suanlid"),
                              {"nodes.ssh_port_min": PORT_MIN, "nodes.ssh_port_max": PORT_MAX})
+        self.node = None
         os.makedirs(self.server.data_dir)
         self.server.start()
+        try:
+            self.start_node()
+        except BaseException:
+            # a set-up that fails leaves no suanlid, agent or rule behind
+            self.close()
+            raise
+
+    def start_node(self):
         admin = self.server.admin_token
         r = self.server.request("POST", "/v1/admin/join-tokens", {"region": "sample-1"},
                                 token=admin)
@@ -90,7 +99,8 @@ class Host:
             self.node_token = json.load(f)["node_token"]
 
     def close(self):
-        self.node.stop()
+        if self.node:
+            self.node.stop()
         self.server.stop()
         cleanup_host(self.data, bridge=BRIDGE, prefix=PREFIX)
         shutil.rmtree(self.root, ignore_errors=True)
