@@ -2,6 +2,7 @@
 port and data directory, talk to it over real HTTP, run the real CLI.
 
 SUANLI_BUILD names the build directory (default: build/)."""
+import atexit
 import contextlib
 import ipaddress
 import json
@@ -679,6 +680,8 @@ class Cluster:
         if credit_micros:
             s.credit(user["id"], credit_micros)
         keydir = tempfile.mkdtemp(prefix="suanli-key-")
+        # the renter's key lives as long as the test session, no longer
+        atexit.register(shutil.rmtree, keydir, True)
         key = os.path.join(keydir, "id_ed25519")
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key], check=True)
         with open(key + ".pub") as f:
