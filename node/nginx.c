@@ -344,6 +344,28 @@ static void add_auth(struct sl_buf *b, const struct proxy_settings *s, const cha
     sl_buf_adds(b, "        }\n");
 }
 
+/* A server block for the agent's socket (the terminal's or the files'
+ * hosts: locations, their key and the socket, the auth subrequest and the
+ * error pages). */
+static void add_socket_server(struct sl_buf *b, const struct proxy_settings *s,
+                              const char *locations, const char *errors, const char *auth,
+                              size_t auth_len)
+{
+    sl_buf_addf(b,
+                "    server {\n"
+                "        listen %s;\n",
+                s->listen);
+    sl_buf_adds(b, locations);
+    sl_buf_addf(b,
+                "            proxy_set_header X-Suanli-Terminal-Key %s;\n"
+                "            proxy_pass http://unix:%s:;\n"
+                "        }\n",
+                s->terminal_key, s->terminal_socket);
+    add_auth(b, s, auth, auth_len);
+    sl_buf_adds(b, errors);
+    sl_buf_adds(b, "    }\n");
+}
+
 char *proxy_config(const struct proxy_settings *s, const struct proxy_route *routes, size_t n)
 {
     cleanup_buf struct sl_buf b = SL_BUF_INIT;
@@ -394,32 +416,8 @@ char *proxy_config(const struct proxy_settings *s, const struct proxy_route *rou
     sl_buf_adds(&b, config_errors);
     sl_buf_adds(&b, "    }\n");
     if (s->terminal_socket) {
-        sl_buf_addf(&b,
-                    "    server {\n"
-                    "        listen %s;\n",
-                    s->listen);
-        sl_buf_adds(&b, config_terminal);
-        sl_buf_addf(&b,
-                    "            proxy_set_header X-Suanli-Terminal-Key %s;\n"
-                    "            proxy_pass http://unix:%s:;\n"
-                    "        }\n",
-                    s->terminal_key, s->terminal_socket);
-        add_auth(&b, s, auth, auth_len);
-        sl_buf_adds(&b, config_terminal_errors);
-        sl_buf_adds(&b, "    }\n");
-        sl_buf_addf(&b,
-                    "    server {\n"
-                    "        listen %s;\n",
-                    s->listen);
-        sl_buf_adds(&b, config_files);
-        sl_buf_addf(&b,
-                    "            proxy_set_header X-Suanli-Terminal-Key %s;\n"
-                    "            proxy_pass http://unix:%s:;\n"
-                    "        }\n",
-                    s->terminal_key, s->terminal_socket);
-        add_auth(&b, s, auth, auth_len);
-        sl_buf_adds(&b, config_files_errors);
-        sl_buf_adds(&b, "    }\n");
+        add_socket_server(&b, s, config_terminal, config_terminal_errors, auth, auth_len);
+        add_socket_server(&b, s, config_files, config_files_errors, auth, auth_len);
     }
     sl_buf_adds(&b, "}\n");
     return sl_buf_detach(&b, NULL);

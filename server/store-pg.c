@@ -300,19 +300,28 @@ static char *translate(const char *sql, const struct db_arg *args, int nargs)
 }
 
 /* A statement's parameters, as many as it has (a settlement's INSERT of
- * 100 charges has 1,000): free with params_release (cleanup_params). */
+ * 128 charges has 1,280): up to PG_INLINE_PARAMS in the struct itself, as
+ * nearly every statement has, more on the heap. Free with params_release
+ * (cleanup_params). */
+#define PG_INLINE_PARAMS 64
+
 struct pg_params {
     int n;
     Oid *types;
     const char **values;
     char (*ints)[24];
+    Oid inline_types[PG_INLINE_PARAMS];
+    const char *inline_values[PG_INLINE_PARAMS];
+    char inline_ints[PG_INLINE_PARAMS][24];
 };
 
 static void params_release(struct pg_params *p)
 {
-    free(p->types);
-    free(p->values);
-    free(p->ints);
+    if (p->types != p->inline_types) {
+        free(p->types);
+        free(p->values);
+        free(p->ints);
+    }
 }
 #define cleanup_params __attribute__((cleanup(params_release)))
 
@@ -326,9 +335,15 @@ static int params_fill(struct pg_params *p, const struct db_arg *args, struct sl
         return sl_fail(err, SL_E_INTERNAL, "store_error",
                        "BUG: more than %d parameters in one statement", PG_MAX_PARAMS);
     p->n = 0;
-    p->types = xcalloc(count ? count : 1, sizeof(*p->types));
-    p->values = xcalloc(count ? count : 1, sizeof(*p->values));
-    p->ints = xcalloc(count ? count : 1, sizeof(*p->ints));
+    if (count <= PG_INLINE_PARAMS) {
+        p->types = p->inline_types;
+        p->values = p->inline_values;
+        p->ints = p->inline_ints;
+    } else {
+        p->types = xcalloc(count, sizeof(*p->types));
+        p->values = xcalloc(count, sizeof(*p->values));
+        p->ints = xcalloc(count, sizeof(*p->ints));
+    }
     for (int i = 0; args && args[i].type != DB_ARG_END; i++) {
         switch (args[i].type) {
         case DB_ARG_TEXT:

@@ -913,6 +913,30 @@ class FleetLink:
         ip("link", "del", self.bridge, check=False)
 
 
+def nginx_conf(directory, http):
+    """Writes DIRECTORY/nginx.conf for a test's own nginx (in the
+    foreground, its pid, logs and temporary files in directory) with http
+    inside its http block; returns its path."""
+    os.makedirs(os.path.join(directory, "tmp"), exist_ok=True)
+    conf = os.path.join(directory, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write(f"""daemon off;
+worker_processes 1;
+pid {directory}/nginx.pid;
+error_log {directory}/error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    client_body_temp_path {directory}/tmp/body;
+    proxy_temp_path {directory}/tmp/proxy;
+    fastcgi_temp_path {directory}/tmp/fastcgi;
+    uwsgi_temp_path {directory}/tmp/uwsgi;
+    scgi_temp_path {directory}/tmp/scgi;
+{http}}}
+""")
+    return conf
+
+
 class FrontDoor:
     """The fleet's front door for service ports: Debian's nginx running the
     configuration `suanlid front-config` prints, beside suanlid."""
@@ -926,23 +950,7 @@ class FrontDoor:
                            capture_output=True, text=True, check=True)
         with open(os.path.join(directory, "front.conf"), "w") as f:
             f.write(p.stdout)
-        conf = os.path.join(directory, "nginx.conf")
-        with open(conf, "w") as f:
-            f.write(f"""daemon off;
-worker_processes 1;
-pid {directory}/nginx.pid;
-error_log {directory}/error.log warn;
-events {{ worker_connections 1024; }}
-http {{
-    access_log off;
-    client_body_temp_path {directory}/tmp/body;
-    proxy_temp_path {directory}/tmp/proxy;
-    fastcgi_temp_path {directory}/tmp/fastcgi;
-    uwsgi_temp_path {directory}/tmp/uwsgi;
-    scgi_temp_path {directory}/tmp/scgi;
-    include {directory}/front.conf;
-}}
-""")
+        conf = nginx_conf(directory, f"    include {directory}/front.conf;\n")
         self.proc = subprocess.Popen(["nginx", "-c", conf, "-p", directory],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         host, port = listen.rsplit(":", 1)

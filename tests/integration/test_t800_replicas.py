@@ -31,7 +31,7 @@ import http.client
 
 import pytest
 
-from conftest import (TEST_PORTS, TEST_STORE, ApiHost, Cluster, Server, wait_for)
+from conftest import (TEST_PORTS, TEST_STORE, ApiHost, Cluster, Server, nginx_conf, wait_for)
 from test_t320_billing_crash import CREDIT, Checker
 
 pytestmark = pytest.mark.skipif(
@@ -111,21 +111,7 @@ class Balancer:
         # to the next replica
         upstreams = "".join(f"        server 127.0.0.1:{r.port} max_fails=0;\n"
                             for r in replicas)
-        conf = os.path.join(directory, "nginx.conf")
-        with open(conf, "w") as f:
-            f.write(f"""daemon off;
-worker_processes 1;
-pid {directory}/nginx.pid;
-error_log {directory}/error.log warn;
-events {{ worker_connections 1024; }}
-http {{
-    access_log off;
-    client_body_temp_path {directory}/tmp/body;
-    proxy_temp_path {directory}/tmp/proxy;
-    fastcgi_temp_path {directory}/tmp/fastcgi;
-    uwsgi_temp_path {directory}/tmp/uwsgi;
-    scgi_temp_path {directory}/tmp/scgi;
-    upstream suanlid {{
+        conf = nginx_conf(directory, f"""    upstream suanlid {{
 {upstreams}    }}
     server {{
         listen 127.0.0.1:{self.port};
@@ -138,7 +124,6 @@ http {{
             proxy_read_timeout 120s;
         }}
     }}
-}}
 """)
         self.proc = subprocess.Popen(["nginx", "-c", conf, "-p", directory],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
