@@ -11,7 +11,8 @@
 # per suanlid). Durability is off (fsync, full pages, synchronous commit): a
 # test server's data dies with it anyway; SUANLI_PG_DURABLE=1 keeps
 # PostgreSQL's defaults (bench/store.sh compares it with SQLite's
-# synchronous=FULL).
+# synchronous=FULL). SUANLI_PG_OPTS adds server options ("-c name=value
+# ..."), such as pg_stat_statements to see where a benchmark's time goes.
 set -u
 [ $# -ge 1 ] || {
     echo "usage: scripts/pg-test.sh COMMAND [ARG...]" >&2
@@ -54,7 +55,7 @@ fast="-c fsync=off -c full_page_writes=off -c synchronous_commit=off"
 [ "${SUANLI_PG_DURABLE:-0}" = 1 ] && fast=""
 if ! as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
     -o "-c listen_addresses='' -c unix_socket_directories='$dir' $fast \
--c max_connections=300 -c shared_buffers=128MB" start >/dev/null; then
+-c max_connections=300 -c shared_buffers=128MB ${SUANLI_PG_OPTS:-}" start >/dev/null; then
     cat "$dir/server.log" >&2
     echo "pg-test.sh: the PostgreSQL server did not start" >&2
     exit 1

@@ -120,28 +120,36 @@ static int64_t next_midnight(int64_t t)
 #define CHARGE_COLUMNS 10
 #define MOVE_COLUMNS   5
 
+/* Rows not written yet (pending_flush), of any number of renters: a
+ * chunk's rows go 128 to a statement whoever they charge (a renter's
+ * hundred meters were three statements of 64, 32 and 4 rows each). The
+ * texts point into the meters, which outlive the flush, and into txn_ids. */
+struct pending {
+    struct db_arg charges[BATCH_ROWS * CHARGE_COLUMNS + 1];
+    struct db_arg moves[BATCH_ROWS * MOVE_COLUMNS + 1];
+    char txn_ids[BATCH_ROWS][SL_ID_MAX];
+    size_t n_charges, n_moves;
+};
+
+/* One renter's settlements in a store transaction: one ledger
+ * transaction; its rows go to `rows`. */
 struct batch {
+    struct pending *rows;
     char user_id[SL_ID_MAX];
     char txn_id[SL_ID_MAX];
     char key[128];
     int64_t total, count, now;
-    /* rows not written yet (batch_flush); the texts point into the meters
-     * and the batch, which outlive the flush */
-    struct db_arg charges[BATCH_ROWS * CHARGE_COLUMNS + 1];
-    struct db_arg moves[BATCH_ROWS * MOVE_COLUMNS + 1];
-    size_t n_charges, n_moves;
 };
 
-static void batch_begin(struct batch *b, const char *user_id)
+static void batch_begin(struct batch *b, struct pending *rows, const char *user_id)
 {
+    b->rows = rows;
     snprintf(b->user_id, sizeof(b->user_id), "%s", user_id);
     sl_id_new(b->txn_id, "txn-");
     b->key[0] = '\0';
     b->total = 0;
     b->count = 0;
     b->now = sl_time_now();
-    b->n_charges = 0;
-    b->n_moves = 0;
 }
 
 static char *charges_sql[BATCH_SIZES], *moves_sql[BATCH_SIZES];
@@ -203,22 +211,22 @@ static int64_t write_rows(struct store *st, char *const *sqls, struct db_arg *ar
     return changed;
 }
 
-/* Writes the batch's pending charges, then the meters' new positions. A
- * meter that moved since it was read (another pass, a close) fails the
- * whole transaction as busy: never charged twice. */
-static int batch_flush(struct store *st, struct batch *b, struct sl_error *err)
+/* Writes the pending charges, then the meters' new positions. A meter
+ * that moved since it was read (another pass, a close) fails the whole
+ * transaction as busy: never charged twice. */
+static int pending_flush(struct store *st, struct pending *p, struct sl_error *err)
 {
     pthread_once(&rows_sql_once, rows_sql);
-    if (write_rows(st, charges_sql, b->charges, b->n_charges, CHARGE_COLUMNS, err) < 0)
+    if (write_rows(st, charges_sql, p->charges, p->n_charges, CHARGE_COLUMNS, err) < 0)
         return -1;
-    b->n_charges = 0;
-    int64_t moved = write_rows(st, moves_sql, b->moves, b->n_moves, MOVE_COLUMNS, err);
+    p->n_charges = 0;
+    int64_t moved = write_rows(st, moves_sql, p->moves, p->n_moves, MOVE_COLUMNS, err);
     if (moved < 0)
         return -1;
-    if ((size_t)moved != b->n_moves)
+    if ((size_t)moved != p->n_moves)
         return sl_fail(err, SL_E_UNAVAILABLE, "busy", "%zu of %zu meters moved: try again",
-                       b->n_moves - (size_t)moved, b->n_moves);
-    b->n_moves = 0;
+                       p->n_moves - (size_t)moved, p->n_moves);
+    p->n_moves = 0;
     return 0;
 }
 
@@ -232,10 +240,13 @@ static int charge(struct store *st, struct batch *b, const struct meter *m, int6
     if (sl_money_add(b->total, amount, &b->total, err) < 0)
         return -1;
     b->count++;
-    if (b->n_charges == BATCH_ROWS && batch_flush(st, b, err) < 0)
+    struct pending *p = b->rows;
+    if (p->n_charges == BATCH_ROWS && pending_flush(st, p, err) < 0)
         return -1;
-    struct db_arg *row = &b->charges[b->n_charges++ * CHARGE_COLUMNS];
-    row[0] = DB_TEXT(b->txn_id);
+    char *txn_id = p->txn_ids[p->n_charges];
+    snprintf(txn_id, SL_ID_MAX, "%s", b->txn_id);
+    struct db_arg *row = &p->charges[p->n_charges++ * CHARGE_COLUMNS];
+    row[0] = DB_TEXT(txn_id);
     row[1] = DB_TEXT(m->user_id);
     row[2] = DB_TEXT(m->instance_id);
     row[3] = DB_TEXT(m->item);
@@ -248,14 +259,15 @@ static int charge(struct store *st, struct batch *b, const struct meter *m, int6
     return 0;
 }
 
-/* A meter's new position, written by batch_flush where it still is at
+/* A meter's new position, written by pending_flush where it still is at
  * `was` settlements. */
 static int move(struct store *st, struct batch *b, const struct meter *m, int64_t was,
                 struct sl_error *err)
 {
-    if (b->n_moves == BATCH_ROWS && batch_flush(st, b, err) < 0)
+    struct pending *p = b->rows;
+    if (p->n_moves == BATCH_ROWS && pending_flush(st, p, err) < 0)
         return -1;
-    struct db_arg *row = &b->moves[b->n_moves++ * MOVE_COLUMNS];
+    struct db_arg *row = &p->moves[p->n_moves++ * MOVE_COLUMNS];
     row[0] = DB_INT(m->seq);
     row[1] = DB_INT(m->settled);
     row[2] = DB_INT(m->charged);
@@ -264,14 +276,13 @@ static int move(struct store *st, struct batch *b, const struct meter *m, int64_
     return 0;
 }
 
-/* The batch's rows, and the ledger transaction of its settlements if any. */
+/* The ledger transaction of the batch's settlements, if any (their rows
+ * may still be pending: no key leads from a charge to its transaction). */
 static int batch_end(struct store *st, struct batch *b, struct sl_error *err)
 {
     char account[LEDGER_ACCOUNT_MAX], txn_id[SL_ID_MAX], memo[64];
     bool existed;
 
-    if (batch_flush(st, b, err) < 0)
-        return -1;
     if (b->count == 0)
         return 0;
     snprintf(memo, sizeof(memo), "usage: %" PRId64 " settlement%s", b->count,
@@ -294,7 +305,7 @@ static int batch_end(struct store *st, struct batch *b, struct sl_error *err)
 
 /* Charges m up to `to` (never past its end) into batch b, one settlement
  * per UTC day crossed. Runs inside the caller's transaction; the rows are
- * written by batch_end at the latest. */
+ * written by pending_flush at the latest. */
 static int settle_to(struct store *st, struct batch *b, struct meter *m, int64_t to,
                      struct sl_error *err)
 {
@@ -320,19 +331,33 @@ static int settle_to(struct store *st, struct batch *b, struct meter *m, int64_t
     return move(st, b, m, was, err);
 }
 
-/* Settles meters of one renter (all of ms) as far as limit allows. */
-static int settle_all(struct store *st, struct meter *ms, size_t n, int64_t now,
-                      int64_t (*limit)(const struct meter *, int64_t), struct sl_error *err)
+/* Settles meters of one renter (all of ms) as far as limit allows; their
+ * rows go to `rows`. */
+static int settle_all(struct store *st, struct pending *rows, struct meter *ms, size_t n,
+                      int64_t now, int64_t (*limit)(const struct meter *, int64_t),
+                      struct sl_error *err)
 {
     struct batch b;
 
     if (n == 0)
         return 0;
-    batch_begin(&b, ms[0].user_id);
+    batch_begin(&b, rows, ms[0].user_id);
     for (size_t i = 0; i < n; i++)
         if (settle_to(st, &b, &ms[i], limit(&ms[i], now), err) < 0)
             return -1;
     return batch_end(st, &b, err);
+}
+
+/* Settles m to `to` alone: its rows written at once. */
+static int settle_one(struct store *st, struct meter *m, int64_t to, struct sl_error *err)
+{
+    struct pending rows = { .n_charges = 0 };
+    struct batch b;
+
+    batch_begin(&b, &rows, m->user_id);
+    if (settle_to(st, &b, m, to, err) < 0 || batch_end(st, &b, err) < 0)
+        return -1;
+    return pending_flush(st, &rows, err);
 }
 
 /* Where a meter can be charged to now: not past its host's last report.
@@ -471,7 +496,10 @@ static int close_meters(struct server *srv, const char *instance_id, int which, 
         DB_ARGS(DB_TEXT(instance_id)), &n, err);
     if (!ms)
         return -1;
-    return settle_all(st, ms, n, now, billable_until, err);
+    struct pending rows = { .n_charges = 0 };
+    if (settle_all(st, &rows, ms, n, now, billable_until, err) < 0)
+        return -1;
+    return pending_flush(st, &rows, err);
 }
 
 int billing_close(struct server *srv, const char *instance_id, bool storage, struct sl_error *err)
@@ -514,13 +542,11 @@ int billing_host_reported(struct server *srv, const char *node_id, struct sl_err
         struct meter *m = &ms[i];
         int64_t cut = m->started > last ? m->started : last;
         bool was_open = m->ended < 0;
-        struct batch b;
-        batch_begin(&b, m->user_id);
         if (store_exec(st, "UPDATE meters SET ended_at = ?2 WHERE seq = ?1",
                        DB_ARGS(DB_INT(m->seq), DB_INT(cut)), err) < 0)
             return -1;
         m->ended = cut;
-        if (settle_to(st, &b, m, cut, err) < 0 || batch_end(st, &b, err) < 0)
+        if (settle_one(st, m, cut, err) < 0)
             return -1;
         if (was_open &&
             store_exec(st,
@@ -568,6 +594,7 @@ static int settle_chunk(struct store *st, struct meter *ms, size_t n, int64_t no
                         struct billing_stats *stats, struct sl_error *err)
 {
     cleanup_tx struct store *tx = NULL;
+    cleanup_free struct pending *rows = xcalloc(1, sizeof(*rows));
 
     if (store_begin(st, err) < 0)
         return -1;
@@ -576,12 +603,14 @@ static int settle_chunk(struct store *st, struct meter *ms, size_t n, int64_t no
         int64_t before = 0, after = 0;
         for (j = i; j < n && strcmp(ms[j].user_id, ms[i].user_id) == 0; j++)
             before += ms[j].settlements;
-        if (settle_all(st, ms + i, j - i, now, billable_until, err) < 0)
+        if (settle_all(st, rows, ms + i, j - i, now, billable_until, err) < 0)
             return -1;
         for (size_t k = i; k < j; k++)
             after += ms[k].settlements;
         stats->settlements += after - before;
     }
+    if (pending_flush(st, rows, err) < 0)
+        return -1;
     stats->meters += (int64_t)n;
     if (store_commit(st, err) < 0)
         return -1;
@@ -702,7 +731,6 @@ int billing_renter_meter_set(struct store *st, const char *user_id, const char *
         return -1;
     if (n > 0) {
         struct meter *m = &ms[0];
-        struct batch b;
         if (m->quantity == quantity)
             return 0; /* same use: the meter (and its rates) go on */
         int64_t end = quantity < m->quantity ? at_if_lower : at;
@@ -714,8 +742,7 @@ int billing_renter_meter_set(struct store *st, const char *user_id, const char *
                        DB_ARGS(DB_INT(m->seq), DB_INT(end)), err) < 0)
             return -1;
         m->ended = end;
-        batch_begin(&b, m->user_id);
-        if (settle_to(st, &b, m, end, err) < 0 || batch_end(st, &b, err) < 0)
+        if (settle_one(st, m, end, err) < 0)
             return -1;
     }
     if (quantity <= 0 || unit_price <= 0)
