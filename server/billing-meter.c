@@ -9,10 +9,10 @@
 #include "catalog.h"
 #include "instances.h"
 #include "ledger.h"
+#include "store-rows.h"
 #include "../lib/timeconst.h"
 
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,28 +108,58 @@ static int64_t next_midnight(int64_t t)
  * their sum from the renter to the platform, keyed by its first
  * settlement. 100,000 meters are then 100,000 rows, not 100,000 ledger
  * transactions of five rows each. The rows are written many to a
- * statement (the charges in one INSERT, the meters' new positions in one
- * UPDATE ... FROM VALUES): a statement per row cost a round trip each on
- * PostgreSQL and most of a pass's CPU on SQLite. A batch's n rows go in
- * statements of the powers of two that sum to n, each text made once
- * (rows_sql): the stores cache prepared statements by their text's
- * address, and SQLite's parse of a statement with a thousand numbered
- * parameters is quadratic in them. */
-#define BATCH_SIZES    8 /* statements of 1, 2, 4, ... 128 rows */
-#define BATCH_ROWS     (1 << (BATCH_SIZES - 1))
+ * statement (store-rows.h): the charges in one INSERT, the meters' new
+ * positions in one UPDATE ... FROM VALUES. */
+#define BATCH_ROWS     STORE_ROWS_MAX
 #define CHARGE_COLUMNS 10
 #define MOVE_COLUMNS   5
 
-/* Rows not written yet (pending_flush), of any number of renters: a
- * chunk's rows go 128 to a statement whoever they charge (a renter's
- * hundred meters were three statements of 64, 32 and 4 rows each). The
- * texts point into the meters, which outlive the flush, and into txn_ids. */
+static struct store_rows_sql charges_sql = STORE_ROWS_SQL(
+    "INSERT INTO charges (txn_id, user_id, instance_id, item, meter_seq, settlement, period_from,"
+    " period_to, amount_micros, created_at) VALUES ",
+    "", CHARGE_COLUMNS);
+/* unsettled only changes when an ended meter reaches its end: an open
+ * meter's update changes no indexed column */
+static struct store_rows_sql moves_sql = STORE_ROWS_SQL(
+    "UPDATE meters SET settled_until = v.column2, charged_micros = v.column3, settlements ="
+    " v.column4, unsettled = CASE WHEN meters.ended_at IS NOT NULL AND v.column2 <"
+    " meters.ended_at THEN 1 ELSE 0 END FROM (VALUES ",
+    ") AS v WHERE meters.seq = v.column1 AND meters.settlements = v.column5", MOVE_COLUMNS);
+
+/* A renter's ledger transaction, posted with the others at the end. */
+struct pending_txn {
+    char id[SL_ID_MAX], key[128], memo[64], account[LEDGER_ACCOUNT_MAX];
+    int64_t total;
+};
+
+/* What a store transaction's settlements have not written yet, of any
+ * number of renters: rows go 128 to a statement whoever they charge (a
+ * renter's hundred meters were three statements of 64, 32 and 4 rows
+ * each), the ledger transactions all together at the end (pending_end;
+ * about ten statements each before). The rows' texts point into the
+ * meters, which outlive the flush, and into txn_ids. */
 struct pending {
     struct db_arg charges[BATCH_ROWS * CHARGE_COLUMNS + 1];
     struct db_arg moves[BATCH_ROWS * MOVE_COLUMNS + 1];
     char txn_ids[BATCH_ROWS][SL_ID_MAX];
     size_t n_charges, n_moves;
+    struct pending_txn *txns;
+    size_t n_txns, cap_txns;
 };
+
+static struct pending *pending_new(void)
+{
+    return xcalloc(1, sizeof(struct pending));
+}
+
+static void pending_freep(struct pending **p)
+{
+    if (*p)
+        free((*p)->txns);
+    free(*p);
+}
+
+#define cleanup_pending __attribute__((cleanup(pending_freep)))
 
 /* One renter's settlements in a store transaction: one ledger
  * transaction; its rows go to `rows`. */
@@ -152,75 +182,15 @@ static void batch_begin(struct batch *b, struct pending *rows, const char *user_
     b->now = sl_time_now();
 }
 
-static char *charges_sql[BATCH_SIZES], *moves_sql[BATCH_SIZES];
-static pthread_once_t rows_sql_once = PTHREAD_ONCE_INIT;
-
-/* "(?1, ?2, ...), (...)": rows of columns numbered from ?1 */
-static void values_sql(struct sl_buf *sql, size_t rows, size_t columns)
-{
-    for (size_t r = 0; r < rows; r++) {
-        sl_buf_adds(sql, r ? ", (" : "(");
-        for (size_t c = 0; c < columns; c++)
-            sl_buf_addf(sql, "%s?%zu", c ? ", " : "", r * columns + c + 1);
-        sl_buf_adds(sql, ")");
-    }
-}
-
-/* The statements of each size, made once and kept while suanlid runs. */
-static void rows_sql(void)
-{
-    for (size_t k = 0; k < BATCH_SIZES; k++) {
-        struct sl_buf sql = SL_BUF_INIT;
-        sl_buf_adds(&sql, "INSERT INTO charges (txn_id, user_id, instance_id, item, meter_seq,"
-                          " settlement, period_from, period_to, amount_micros, created_at)"
-                          " VALUES ");
-        values_sql(&sql, (size_t)1 << k, CHARGE_COLUMNS);
-        charges_sql[k] = sl_buf_detach(&sql, NULL);
-        /* unsettled only changes when an ended meter reaches its end:
-         * an open meter's update changes no indexed column */
-        sl_buf_adds(&sql, "UPDATE meters SET settled_until = v.column2, charged_micros ="
-                          " v.column3, settlements = v.column4, unsettled = CASE WHEN"
-                          " meters.ended_at IS NOT NULL AND v.column2 < meters.ended_at"
-                          " THEN 1 ELSE 0 END FROM (VALUES ");
-        values_sql(&sql, (size_t)1 << k, MOVE_COLUMNS);
-        sl_buf_adds(&sql, ") AS v WHERE meters.seq = v.column1 AND meters.settlements = v.column5");
-        moves_sql[k] = sl_buf_detach(&sql, NULL);
-    }
-}
-
-/* Writes rows (of columns args each) with the statements sqls, the
- * largest first; returns the rows changed, or -1. */
-static int64_t write_rows(struct store *st, char *const *sqls, struct db_arg *args, size_t rows,
-                          size_t columns, struct sl_error *err)
-{
-    int64_t changed = 0;
-    size_t done = 0;
-
-    for (int k = BATCH_SIZES - 1; k >= 0; k--) {
-        size_t size = (size_t)1 << k;
-        for (; rows - done >= size; done += size) {
-            struct db_arg *end = &args[(done + size) * columns], kept = *end;
-            *end = (struct db_arg){ .type = DB_ARG_END };
-            int rc = store_exec(st, sqls[k], &args[done * columns], err);
-            *end = kept;
-            if (rc < 0)
-                return -1;
-            changed += rc;
-        }
-    }
-    return changed;
-}
-
 /* Writes the pending charges, then the meters' new positions. A meter
  * that moved since it was read (another pass, a close) fails the whole
  * transaction as busy: never charged twice. */
 static int pending_flush(struct store *st, struct pending *p, struct sl_error *err)
 {
-    pthread_once(&rows_sql_once, rows_sql);
-    if (write_rows(st, charges_sql, p->charges, p->n_charges, CHARGE_COLUMNS, err) < 0)
+    if (store_write_rows(st, &charges_sql, p->charges, p->n_charges, err) < 0)
         return -1;
     p->n_charges = 0;
-    int64_t moved = write_rows(st, moves_sql, p->moves, p->n_moves, MOVE_COLUMNS, err);
+    int64_t moved = store_write_rows(st, &moves_sql, p->moves, p->n_moves, err);
     if (moved < 0)
         return -1;
     if ((size_t)moved != p->n_moves)
@@ -276,30 +246,47 @@ static int move(struct store *st, struct batch *b, const struct meter *m, int64_
     return 0;
 }
 
-/* The ledger transaction of the batch's settlements, if any (their rows
- * may still be pending: no key leads from a charge to its transaction). */
-static int batch_end(struct store *st, struct batch *b, struct sl_error *err)
+/* The ledger transaction of the batch's settlements, if any, pending. */
+static void batch_end(struct batch *b)
 {
-    char account[LEDGER_ACCOUNT_MAX], txn_id[SL_ID_MAX], memo[64];
-    bool existed;
+    struct pending *p = b->rows;
 
     if (b->count == 0)
-        return 0;
-    snprintf(memo, sizeof(memo), "usage: %" PRId64 " settlement%s", b->count,
+        return;
+    if (p->n_txns == p->cap_txns) {
+        p->cap_txns = p->cap_txns ? 2 * p->cap_txns : 16;
+        p->txns = xrealloc(p->txns, p->cap_txns * sizeof(*p->txns));
+    }
+    struct pending_txn *t = &p->txns[p->n_txns++];
+    snprintf(t->id, sizeof(t->id), "%s", b->txn_id);
+    snprintf(t->key, sizeof(t->key), "%s", b->key);
+    snprintf(t->memo, sizeof(t->memo), "usage: %" PRId64 " settlement%s", b->count,
              b->count == 1 ? "" : "s");
-    struct ledger_txn txn = {
-        .id = b->txn_id,
-        .kind = "charge",
-        .memo = memo,
-        .idempotency_key = b->key,
-        .entries = { { ledger_user_account(account, b->user_id), -b->total },
-                     { BILLING_REVENUE_ACCOUNT, b->total } },
-        .n_entries = 2,
-    };
-    if (ledger_post(st, &txn, txn_id, &existed, err) < 0)
+    ledger_user_account(t->account, b->user_id);
+    t->total = b->total;
+}
+
+/* Writes what p holds: the rows, then the ledger transactions. A key
+ * posted before fails them all: the meters' positions and the ledger
+ * would disagree, which is never papered over. */
+static int pending_end(struct store *st, struct pending *p, struct sl_error *err)
+{
+    if (pending_flush(st, p, err) < 0)
         return -1;
-    if (existed) /* the meters' positions and the ledger disagree: never paper over that */
-        return sl_fail(err, SL_E_INTERNAL, NULL, "BUG: settlement %s was posted before", b->key);
+    cleanup_free struct ledger_txn *txns = xcalloc(p->n_txns + 1, sizeof(*txns));
+    for (size_t i = 0; i < p->n_txns; i++)
+        txns[i] = (struct ledger_txn){
+            .id = p->txns[i].id,
+            .kind = "charge",
+            .memo = p->txns[i].memo,
+            .idempotency_key = p->txns[i].key,
+            .entries = { { p->txns[i].account, -p->txns[i].total },
+                         { BILLING_REVENUE_ACCOUNT, p->txns[i].total } },
+            .n_entries = 2,
+        };
+    if (ledger_post_many(st, txns, p->n_txns, err) < 0)
+        return -1;
+    p->n_txns = 0;
     return 0;
 }
 
@@ -345,19 +332,21 @@ static int settle_all(struct store *st, struct pending *rows, struct meter *ms, 
     for (size_t i = 0; i < n; i++)
         if (settle_to(st, &b, &ms[i], limit(&ms[i], now), err) < 0)
             return -1;
-    return batch_end(st, &b, err);
+    batch_end(&b);
+    return 0;
 }
 
 /* Settles m to `to` alone: its rows written at once. */
 static int settle_one(struct store *st, struct meter *m, int64_t to, struct sl_error *err)
 {
-    struct pending rows = { .n_charges = 0 };
+    cleanup_pending struct pending *rows = pending_new();
     struct batch b;
 
-    batch_begin(&b, &rows, m->user_id);
-    if (settle_to(st, &b, m, to, err) < 0 || batch_end(st, &b, err) < 0)
+    batch_begin(&b, rows, m->user_id);
+    if (settle_to(st, &b, m, to, err) < 0)
         return -1;
-    return pending_flush(st, &rows, err);
+    batch_end(&b);
+    return pending_end(st, rows, err);
 }
 
 /* Where a meter can be charged to now: not past its host's last report.
@@ -496,10 +485,10 @@ static int close_meters(struct server *srv, const char *instance_id, int which, 
         DB_ARGS(DB_TEXT(instance_id)), &n, err);
     if (!ms)
         return -1;
-    struct pending rows = { .n_charges = 0 };
-    if (settle_all(st, &rows, ms, n, now, billable_until, err) < 0)
+    cleanup_pending struct pending *rows = pending_new();
+    if (settle_all(st, rows, ms, n, now, billable_until, err) < 0)
         return -1;
-    return pending_flush(st, &rows, err);
+    return pending_end(st, rows, err);
 }
 
 int billing_close(struct server *srv, const char *instance_id, bool storage, struct sl_error *err)
@@ -590,11 +579,41 @@ static int by_user(const void *a, const void *b)
  * per renter, one store transaction for the chunk. No instance's revision
  * is bumped: an event stream sends the instances a ledger transaction
  * charged with the balance it moved (event-stream.c, add_charged). */
+/* The spends billing_settle_spends gathers. */
+struct spends {
+    struct billing_spend *v;
+    size_t n, cap;
+};
+
+/* Adds the open meters of one renter (ms[0..n), sorted by renter: a
+ * renter split between two chunks is added to). */
+static int spends_add(struct spends *s, const struct meter *ms, size_t n, struct sl_error *err)
+{
+    int64_t rate;
+
+    if (!s || n == 0)
+        return 0;
+    if (s->n == 0 || strcmp(s->v[s->n - 1].user_id, ms[0].user_id) != 0) {
+        if (s->n == s->cap) {
+            s->cap = s->cap ? 2 * s->cap : 64;
+            s->v = xrealloc(s->v, s->cap * sizeof(*s->v));
+        }
+        snprintf(s->v[s->n].user_id, sizeof(s->v[s->n].user_id), "%s", ms[0].user_id);
+        s->v[s->n++].per_hour = 0;
+    }
+    struct billing_spend *b = &s->v[s->n - 1];
+    for (size_t i = 0; i < n; i++)
+        if (ms[i].ended < 0 && (sl_money_per_hour(ms[i].amount, ms[i].period, &rate, err) < 0 ||
+                                sl_money_add(b->per_hour, rate, &b->per_hour, err) < 0))
+            return -1;
+    return 0;
+}
+
 static int settle_chunk(struct store *st, struct meter *ms, size_t n, int64_t now,
-                        struct billing_stats *stats, struct sl_error *err)
+                        struct billing_stats *stats, struct spends *spends, struct sl_error *err)
 {
     cleanup_tx struct store *tx = NULL;
-    cleanup_free struct pending *rows = xcalloc(1, sizeof(*rows));
+    cleanup_pending struct pending *rows = pending_new();
 
     if (store_begin(st, err) < 0)
         return -1;
@@ -603,13 +622,14 @@ static int settle_chunk(struct store *st, struct meter *ms, size_t n, int64_t no
         int64_t before = 0, after = 0;
         for (j = i; j < n && strcmp(ms[j].user_id, ms[i].user_id) == 0; j++)
             before += ms[j].settlements;
-        if (settle_all(st, rows, ms + i, j - i, now, billable_until, err) < 0)
+        if (settle_all(st, rows, ms + i, j - i, now, billable_until, err) < 0 ||
+            spends_add(spends, ms + i, j - i, err) < 0)
             return -1;
         for (size_t k = i; k < j; k++)
             after += ms[k].settlements;
         stats->settlements += after - before;
     }
-    if (pending_flush(st, rows, err) < 0)
+    if (pending_end(st, rows, err) < 0)
         return -1;
     stats->meters += (int64_t)n;
     if (store_commit(st, err) < 0)
@@ -620,7 +640,14 @@ static int settle_chunk(struct store *st, struct meter *ms, size_t n, int64_t no
 
 int billing_settle(struct server *srv, struct billing_stats *stats, struct sl_error *err)
 {
+    return billing_settle_spends(srv, stats, NULL, NULL, err);
+}
+
+int billing_settle_spends(struct server *srv, struct billing_stats *stats,
+                          struct billing_spend **spends_out, size_t *n_spends, struct sl_error *err)
+{
     struct store *st = srv->store;
+    struct spends gathered = { 0 }, *spends = spends_out ? &gathered : NULL;
     int64_t now = sl_time_now(), after_seq = 0;
     char after_user[SL_ID_MAX] = "";
     size_t n;
@@ -636,8 +663,10 @@ int billing_settle(struct server *srv, struct billing_stats *stats, struct sl_er
             " WHERE m.ended_at IS NULL AND (m.user_id, m.seq) > (?1, ?2)"
             " ORDER BY m.user_id, m.seq LIMIT ?3",
             DB_ARGS(DB_TEXT(after_user), DB_INT(after_seq), DB_INT(SETTLE_CHUNK)), &n, err);
-        if (!ms || settle_chunk(st, ms, n, now, stats, err) < 0)
+        if (!ms || settle_chunk(st, ms, n, now, stats, spends, err) < 0) {
+            free(gathered.v);
             return -1;
+        }
         if (n) {
             snprintf(after_user, sizeof(after_user), "%s", ms[n - 1].user_id);
             after_seq = ms[n - 1].seq;
@@ -654,14 +683,22 @@ int billing_settle(struct server *srv, struct billing_stats *stats, struct sl_er
             " AND m.seq > ?1"
             " ORDER BY m.seq LIMIT ?2",
             DB_ARGS(DB_INT(after_seq), DB_INT(SETTLE_CHUNK)), &n, err);
-        if (!ms)
+        if (!ms) {
+            free(gathered.v);
             return -1;
+        }
         if (n)
             after_seq = ms[n - 1].seq;
         qsort(ms, n, sizeof(*ms), by_user);
-        if (settle_chunk(st, ms, n, now, stats, err) < 0)
+        if (settle_chunk(st, ms, n, now, stats, NULL, err) < 0) {
+            free(gathered.v);
             return -1;
+        }
     } while (n == SETTLE_CHUNK);
+    if (spends_out) {
+        *spends_out = gathered.v ? gathered.v : xcalloc(1, sizeof(**spends_out));
+        *n_spends = gathered.n;
+    }
     return 0;
 }
 

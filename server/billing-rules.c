@@ -108,25 +108,25 @@ static int stop_for_balance(struct server *srv, const char *id, int64_t balance,
 static int balance_stops(struct server *srv, struct billing_stats *stats, struct sl_error *err)
 {
     return billing_each(srv,
-                        "SELECT i.id, a.balance_micros FROM instances i"
-                        " JOIN accounts a ON a.id = 'user:' || i.user_id"
-                        " WHERE a.balance_micros <= 0 AND i.plan = 'payg'"
+                        /* from the accounts at zero (a few): the join the
+                         * other way read every instance, 48 ms a pass over
+                         * 100,000 */
+                        "SELECT i.id, a.balance_micros FROM accounts a"
+                        " CROSS JOIN instances i WHERE i.user_id = a.user_id"
+                        " AND a.balance_micros <= 0 AND i.plan = 'payg'"
                         " AND i.state IN ('creating', 'starting', 'running')",
                         DB_NO_ARGS, stop_for_balance, stats, err);
 }
 
-static int warn_balance(struct server *srv, const char *user_id, int64_t warned,
-                        struct billing_stats *stats, struct sl_error *err)
+/* The renter's mark follows their balance and spend: set (with a
+ * warning) under an hour of spend, cleared at an hour or more. */
+static int warn_balance(struct store *st, const char *user_id, int64_t balance, int64_t spend,
+                        int64_t warned, struct billing_stats *stats, struct sl_error *err)
 {
-    struct store *st = srv->store;
-    char account[LEDGER_ACCOUNT_MAX], have[SL_MONEY_FORMAT_MAX], rate[SL_MONEY_FORMAT_MAX];
-    int64_t balance, spend;
-
-    if (ledger_balance(st, ledger_user_account(account, user_id), &balance, err) < 0 ||
-        billing_spend_per_hour(st, user_id, &spend, err) < 0)
-        return -1;
+    char have[SL_MONEY_FORMAT_MAX], rate[SL_MONEY_FORMAT_MAX];
     int64_t covers = sl_money_covers_seconds(balance, spend);
     bool low = spend > 0 && covers < SL_SEC_PER_HOUR;
+
     if (low == (warned != 0))
         return 0;
     if (store_exec(st, "UPDATE users SET balance_warned = ?2 WHERE id = ?1",
@@ -142,14 +142,60 @@ static int warn_balance(struct server *srv, const char *user_id, int64_t warned,
     return billing_user_event(st, user_id, "balance_low", "balance", message, err);
 }
 
-/* Users whose balance covers less than an hour of spend get one warning
- * until it covers an hour again. */
-static int balance_warnings(struct server *srv, struct billing_stats *stats, struct sl_error *err)
+static int by_spender(const void *a, const void *b)
 {
-    return billing_each(srv,
-                        "SELECT u.id, u.balance_warned FROM users u WHERE u.balance_warned != 0"
-                        " OR u.id IN (SELECT user_id FROM meters WHERE ended_at IS NULL)",
-                        DB_NO_ARGS, warn_balance, stats, err);
+    return strcmp(((const struct billing_spend *)a)->user_id,
+                  ((const struct billing_spend *)b)->user_id);
+}
+
+/* Users whose balance covers less than an hour of spend get one warning
+ * until it covers an hour again. Their spends come from the settlement's
+ * read of the meters, their balances and marks from one read (two reads a
+ * renter took 0.2 s of a pass over 1,000 on PostgreSQL). */
+static int balance_warnings(struct server *srv, struct billing_spend *spends, size_t n_spends,
+                            struct billing_stats *stats, struct sl_error *err)
+{
+    struct store *st = srv->store;
+    int rc;
+
+    qsort(spends, n_spends, sizeof(*spends), by_spender);
+    /* each row acted on after the read: warn_balance writes */
+    cleanup_free struct renter_balance {
+        char id[SL_ID_MAX];
+        int64_t warned, balance;
+    } *users = NULL;
+    size_t n = 0, cap = 0;
+    {
+        cleanup_rows struct db_rows *rows = store_query(
+            st,
+            "SELECT u.id, u.balance_warned, a.balance_micros FROM users u"
+            " LEFT JOIN accounts a ON a.id = 'user:' || u.id WHERE u.balance_warned != 0"
+            " OR u.id IN (SELECT user_id FROM meters WHERE ended_at IS NULL)",
+            DB_NO_ARGS, err);
+        while (rows && (rc = db_next(rows, err)) == 1) {
+            if (db_null(rows, 2))
+                return sl_fail(err, SL_E_NOT_FOUND, "no_account", "no money account 'user:%s'",
+                               db_text(rows, 0));
+            if (n == cap) {
+                cap = cap ? 2 * cap : 64;
+                users = xrealloc(users, cap * sizeof(*users));
+            }
+            snprintf(users[n].id, sizeof(users[n].id), "%s", db_text(rows, 0));
+            users[n].warned = db_int(rows, 1);
+            users[n++].balance = db_int(rows, 2);
+        }
+        if (!rows || rc < 0)
+            return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct billing_spend key, *s;
+        snprintf(key.user_id, sizeof(key.user_id), "%s", users[i].id);
+        s = bsearch(&key, spends, n_spends, sizeof(*spends), by_spender);
+        if (warn_balance(st, users[i].id, users[i].balance, s ? s->per_hour : 0, users[i].warned,
+                         stats, err) < 0)
+            return -1;
+    }
+    return 0;
 }
 
 static int release_or_warn(struct server *srv, const char *id, int64_t stopped_at,
@@ -206,10 +252,14 @@ int billing_run(struct server *srv, struct billing_stats *stats, struct sl_error
 {
     int64_t t0 = sl_time_mono_us();
 
+    cleanup_free struct billing_spend *spends = NULL;
+    size_t n_spends;
+
     memset(stats, 0, sizeof(*stats));
-    if (billing_settle(srv, stats, err) < 0 || billing_plans_expire(srv, stats, err) < 0 ||
-        balance_warnings(srv, stats, err) < 0 || balance_stops(srv, stats, err) < 0 ||
-        auto_release(srv, stats, err) < 0)
+    if (billing_settle_spends(srv, stats, &spends, &n_spends, err) < 0 ||
+        billing_plans_expire(srv, stats, err) < 0 ||
+        balance_warnings(srv, spends, n_spends, stats, err) < 0 ||
+        balance_stops(srv, stats, err) < 0 || auto_release(srv, stats, err) < 0)
         return -1;
     stats->elapsed_us = sl_time_mono_us() - t0;
     return 0;

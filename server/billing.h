@@ -31,6 +31,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../lib/id.h"
 #include "server.h"
 
 #define BILLING_REVENUE_ACCOUNT "system:revenue"
@@ -110,6 +111,18 @@ int billing_each(struct server *srv, const char *sql, const struct db_arg *args,
 
 /* Settles every meter up to now. */
 int billing_settle(struct server *srv, struct billing_stats *stats, struct sl_error *err);
+
+/* A renter's spend per hour over their open meters. */
+struct billing_spend {
+    char user_id[SL_ID_MAX];
+    int64_t per_hour;
+};
+
+/* billing_settle, and the spend of each renter whose meters it found open
+ * (*spends: *n of them, to free), read with the meters it settled: the
+ * balance warnings need no second read of every open meter. */
+int billing_settle_spends(struct server *srv, struct billing_stats *stats,
+                          struct billing_spend **spends, size_t *n, struct sl_error *err);
 /* One pass of the billing loop: settle, then plans, balance, auto-release. */
 int billing_run(struct server *srv, struct billing_stats *stats, struct sl_error *err);
 

@@ -4,8 +4,10 @@
 #include "../lib/money.h"
 #include "../lib/timefmt.h"
 #include "../lib/xalloc.h"
+#include "store-rows.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 char *ledger_user_account(char *buf, const char *user_id)
@@ -119,6 +121,142 @@ int ledger_post(struct store *st, const struct ledger_txn *txn, char *txn_id, bo
         if (apply_entry(st, txn_id, &txn->entries[i], now, err) < 0)
             return -1;
     if (store_commit(st, err) < 0)
+        return -1;
+    tx = NULL;
+    return 0;
+}
+
+static struct store_rows_sql txns_sql = STORE_ROWS_SQL(
+    "INSERT INTO ledger_txns (id, kind, memo, idempotency_key, actor, created_at) VALUES ", "", 6);
+static struct store_rows_sql entries_sql =
+    STORE_ROWS_SQL("INSERT INTO ledger_entries (txn_id, account_id, amount_micros,"
+                   " balance_after_micros, created_at) VALUES ",
+                   "", 5);
+static struct store_rows_sql balances_sql =
+    STORE_ROWS_SQL("UPDATE accounts SET balance_micros = v.column2 FROM (VALUES ",
+                   ") AS v WHERE id = v.column1", 2);
+static struct store_rows_sql read_sql =
+    STORE_ROWS_SQL("SELECT id, balance_micros FROM accounts WHERE id IN (VALUES ", ")", 1);
+
+/* An account of a batch and its running balance. */
+struct account_balance {
+    const char *id;
+    int64_t balance;
+    bool found;
+};
+
+static int by_account(const void *a, const void *b)
+{
+    return strcmp(((const struct account_balance *)a)->id, ((const struct account_balance *)b)->id);
+}
+
+/* The distinct accounts of txns, sorted, with their balances. */
+static struct account_balance *balances_read(struct store *st, const struct ledger_txn *txns,
+                                             size_t n, size_t *n_accounts, struct sl_error *err)
+{
+    size_t cap = 0, m = 0;
+
+    for (size_t i = 0; i < n; i++)
+        cap += (size_t)txns[i].n_entries;
+    cleanup_free struct account_balance *acc = xcalloc(cap ? cap : 1, sizeof(*acc));
+    for (size_t i = 0; i < n; i++)
+        for (int e = 0; e < txns[i].n_entries; e++)
+            acc[m++].id = txns[i].entries[e].account;
+    qsort(acc, m, sizeof(*acc), by_account);
+    size_t distinct = 0;
+    for (size_t i = 0; i < m; i++)
+        if (distinct == 0 || strcmp(acc[distinct - 1].id, acc[i].id) != 0)
+            acc[distinct++] = acc[i];
+    cleanup_free struct db_arg *args = xcalloc(distinct + 1, sizeof(*args));
+    for (size_t i = 0; i < distinct; i++)
+        args[i] = DB_TEXT(acc[i].id);
+    /* pieces of 2^k accounts, the largest first */
+    size_t done = 0;
+    for (int k = STORE_ROWS_SIZES - 1; k >= 0; k--) {
+        size_t size = (size_t)1 << k;
+        for (; distinct - done >= size; done += size) {
+            struct db_arg kept = args[done + size];
+            args[done + size] = (struct db_arg){ .type = DB_ARG_END };
+            cleanup_rows struct db_rows *rows =
+                store_query(st, store_rows_text(&read_sql, k), &args[done], err);
+            args[done + size] = kept;
+            int rc;
+            while (rows && (rc = db_next(rows, err)) == 1) {
+                struct account_balance key = { .id = db_text(rows, 0) };
+                struct account_balance *a = bsearch(&key, acc, distinct, sizeof(*acc), by_account);
+                if (a) {
+                    a->balance = db_int(rows, 1);
+                    a->found = true;
+                }
+            }
+            if (!rows || rc < 0)
+                return NULL;
+        }
+    }
+    for (size_t i = 0; i < distinct; i++)
+        if (!acc[i].found)
+            return sl_fail(err, SL_E_NOT_FOUND, "no_account", "no money account '%s'", acc[i].id),
+                   NULL;
+    *n_accounts = distinct;
+    return TAKE_PTR(acc);
+}
+
+int ledger_post_many(struct store *st, const struct ledger_txn *txns, size_t n,
+                     struct sl_error *err)
+{
+    cleanup_tx struct store *tx = NULL;
+    int64_t now = sl_time_now();
+    size_t n_accounts, n_entries = 0;
+
+    if (n == 0)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!txns[i].id)
+            return sl_fail(err, SL_E_INTERNAL, NULL, "BUG: ledger_post_many needs the ids");
+        if (validate(&txns[i], err) < 0)
+            return -1;
+        n_entries += (size_t)txns[i].n_entries;
+    }
+    if (store_begin(st, err) < 0)
+        return -1;
+    tx = st;
+    cleanup_free struct account_balance *acc = balances_read(st, txns, n, &n_accounts, err);
+    if (!acc)
+        return -1;
+    cleanup_free struct db_arg *t = xcalloc(n * 6 + 1, sizeof(*t));
+    cleanup_free struct db_arg *e = xcalloc(n_entries * 5 + 1, sizeof(*e));
+    cleanup_free struct db_arg *b = xcalloc(n_accounts * 2 + 1, sizeof(*b));
+    struct db_arg *row = e;
+    for (size_t i = 0; i < n; i++) {
+        const struct ledger_txn *x = &txns[i];
+        struct db_arg *r = &t[i * 6];
+        r[0] = DB_TEXT(x->id);
+        r[1] = DB_TEXT(x->kind);
+        r[2] = DB_TEXT(x->memo ? x->memo : "");
+        r[3] = DB_TEXT(x->idempotency_key);
+        r[4] = DB_TEXT(x->actor);
+        r[5] = DB_INT(now);
+        for (int k = 0; k < x->n_entries; k++, row += 5) {
+            struct account_balance key = { .id = x->entries[k].account };
+            struct account_balance *a = bsearch(&key, acc, n_accounts, sizeof(*acc), by_account);
+            if (sl_money_add(a->balance, x->entries[k].amount_micros, &a->balance, err) < 0) {
+                sl_error_prefix(err, "account '%s'", a->id);
+                return -1;
+            }
+            row[0] = DB_TEXT(x->id);
+            row[1] = DB_TEXT(a->id);
+            row[2] = DB_INT(x->entries[k].amount_micros);
+            row[3] = DB_INT(a->balance);
+            row[4] = DB_INT(now);
+        }
+    }
+    for (size_t i = 0; i < n_accounts; i++) {
+        b[i * 2] = DB_TEXT(acc[i].id);
+        b[i * 2 + 1] = DB_INT(acc[i].balance);
+    }
+    if (store_write_rows(st, &txns_sql, t, n, err) < 0 ||
+        store_write_rows(st, &entries_sql, e, n_entries, err) < 0 ||
+        store_write_rows(st, &balances_sql, b, n_accounts, err) < 0 || store_commit(st, err) < 0)
         return -1;
     tx = NULL;
     return 0;

@@ -43,6 +43,15 @@ int ledger_open_account(struct store *st, const char *account, const char *user_
 int ledger_post(struct store *st, const struct ledger_txn *txn, char *txn_id, bool *existed,
                 struct sl_error *err);
 
+/* Posts n new transactions together, each with its id (txn->id) and a key
+ * never posted before (one posted before fails them all, as a conflict):
+ * a few statements for all of them, where ledger_post takes about ten
+ * each (the settlement posts a chunk's renters at once). An account in
+ * several gets their entries in order, each with its running balance.
+ * Runs in one store transaction of its own or the caller's. */
+int ledger_post_many(struct store *st, const struct ledger_txn *txns, size_t n,
+                     struct sl_error *err);
+
 int ledger_balance(struct store *st, const char *account, int64_t *balance, struct sl_error *err);
 
 struct ledger_check {

@@ -257,6 +257,71 @@ TEST(idempotency_key_posts_once)
     CHECK_CLEAN(st);
 }
 
+/* ledger_post_many: 300 transactions (statements of 128, 128, 32, 8 and
+ * 4 rows), the same accounts in many, one running balance each; a key
+ * posted before, an unknown account or an overflow refuses them all. */
+TEST(many_postings_together)
+{
+    struct store *st = ledger_store();
+    struct sl_error err = SL_ERROR_INIT;
+    enum {
+        N = 300
+    };
+    static char ids[N][SL_ID_MAX], keys[N][32];
+    struct ledger_txn txns[N];
+    int64_t want[N_ACCOUNTS] = { 0 }, b;
+
+    for (int i = 0; i < N; i++) {
+        int from = (int)test_rand_range(0, N_ACCOUNTS - 1), to = (from + 1) % N_ACCOUNTS;
+        int64_t amount = test_rand_range(1, 5000000);
+        sl_id_new(ids[i], "txn-");
+        snprintf(keys[i], sizeof(keys[i]), "many-%d", i);
+        txns[i] = two(keys[i], accounts[from], accounts[to], amount);
+        txns[i].id = ids[i];
+        want[from] -= amount;
+        want[to] += amount;
+    }
+    CHECK_EQ_INT(ledger_post_many(st, txns, N, &err), 0);
+    for (int a = 0; a < N_ACCOUNTS; a++) {
+        CHECK_EQ_INT(ledger_balance(st, accounts[a], &b, &err), 0);
+        CHECK_EQ_INT(b, want[a]);
+    }
+    CHECK_EQ_INT(count(st, "SELECT COUNT(*) FROM ledger_txns"), N);
+    CHECK_EQ_INT(count(st, "SELECT COUNT(*) FROM ledger_entries"), 2 * N);
+    CHECK_CLEAN(st);
+
+    /* refused whole: a key posted before (the last of three), an unknown
+     * account, an overflowing balance */
+    struct ledger_txn more[3];
+    char more_ids[3][SL_ID_MAX];
+    for (int i = 0; i < 3; i++) {
+        sl_id_new(more_ids[i], "txn-");
+        more[i] = two(i < 2 ? (i ? "more-1" : "more-0") : keys[7], accounts[0], accounts[2], 5);
+        more[i].id = more_ids[i];
+    }
+    CHECK(ledger_post_many(st, more, 3, &err) < 0);
+    sl_error_clear(&err);
+    more[2] = two("more-2", accounts[0], "user:u-nobody", 5);
+    more[2].id = more_ids[2];
+    CHECK(ledger_post_many(st, more, 3, &err) < 0);
+    CHECK_EQ_INT(err.kind, SL_E_NOT_FOUND);
+    sl_error_clear(&err);
+    int top = 0; /* the richest account: above 0, as the balances sum to 0 */
+    for (int a = 1; a < N_ACCOUNTS; a++)
+        if (want[a] > want[top])
+            top = a;
+    more[2] = two("more-2", accounts[(top + 1) % N_ACCOUNTS], accounts[top], INT64_MAX);
+    more[2].id = more_ids[2];
+    CHECK(ledger_post_many(st, more, 3, &err) < 0);
+    CHECK_EQ_INT(err.kind, SL_E_INVALID);
+    sl_error_clear(&err);
+    CHECK_EQ_INT(count(st, "SELECT COUNT(*) FROM ledger_txns"), N);
+    CHECK_EQ_INT(ledger_balance(st, accounts[2], &b, &err), 0);
+    CHECK_EQ_INT(b, want[2]);
+    CHECK_EQ_INT(store_tx_depth(st), 0);
+    CHECK_CLEAN(st);
+}
+
 TEST(overflowing_balance_refused)
 {
     struct store *st = ledger_store();
