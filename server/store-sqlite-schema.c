@@ -899,5 +899,8 @@ const char *const sqlite_migrations[] = {
      * terminal's or one file operation's, on a path of the storage */
     "ALTER TABLE terminal_tickets ADD COLUMN kind TEXT NOT NULL DEFAULT 'terminal';"
     "ALTER TABLE terminal_tickets ADD COLUMN path TEXT NOT NULL DEFAULT '';",
+    /* 17: PostgreSQL's meters keep half of each page free (store-pg-schema.c);
+     * SQLite updates rows in place */
+    "SELECT 1;",
     0,
 };
