@@ -7,7 +7,7 @@
 //                                  verification, credits, runs billing
 //   SUANLI_CREDIT_MICROS           how much to credit
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync, readdirSync, readFileSync, chmodSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, readdirSync, readFileSync, chmodSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { run, BASE, sleep } from './lib.mjs';
@@ -33,13 +33,17 @@ function sshWith(command, password, remote) {
   const askpass = join(dir, 'askpass');
   writeFileSync(askpass, '#!/bin/sh\nprintf "%s\\n" "$SUANLI_SSH_PASSWORD"\n');
   chmodSync(askpass, 0o700);
-  return execFileSync(
-    'ssh',
-    ['-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'LogLevel=ERROR', '-o', 'ConnectTimeout=10',
-      '-o', 'PubkeyAuthentication=no', '-o', 'PreferredAuthentications=password,keyboard-interactive', '-o', 'NumberOfPasswordPrompts=1',
-      ...words.slice(1), remote],
-    { env: { ...env, SSH_ASKPASS: askpass, SSH_ASKPASS_REQUIRE: 'force', DISPLAY: ':0', SUANLI_SSH_PASSWORD: password }, stdio: ['ignore', 'pipe', 'pipe'], timeout: 30000 },
-  ).toString();
+  try {
+    return execFileSync(
+      'ssh',
+      ['-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'LogLevel=ERROR', '-o', 'ConnectTimeout=10',
+        '-o', 'PubkeyAuthentication=no', '-o', 'PreferredAuthentications=password,keyboard-interactive', '-o', 'NumberOfPasswordPrompts=1',
+        ...words.slice(1), remote],
+      { env: { ...env, SSH_ASKPASS: askpass, SSH_ASKPASS_REQUIRE: 'force', DISPLAY: ':0', SUANLI_SSH_PASSWORD: password }, stdio: ['ignore', 'pipe', 'pipe'], timeout: 30000 },
+    ).toString();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 const badge = (page) => page.$eval('main .page p .badge', (b) => b.textContent.trim()).catch(() => '');
@@ -223,6 +227,7 @@ await run('t510-renter', {}, async (s) => {
   for (let i = 0; i < 50 && !readdirSync(dl).some((f) => f.endsWith('.csv')); i++) await sleep(100);
   const csv = readdirSync(dl).find((f) => f.endsWith('.csv'));
   R.bill_csv = csv ? readFileSync(join(dl, csv), 'utf8') : '';
+  rmSync(dl, { recursive: true, force: true });
 
   // --- events, and the language switch
   await s.visit('/events', { label: 'events', waitFor: 'main table' });
