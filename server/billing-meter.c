@@ -109,22 +109,31 @@ static int64_t next_midnight(int64_t t)
  * settlement. 100,000 meters are then 100,000 rows, not 100,000 ledger
  * transactions of five rows each. The rows are written many to a
  * statement (store-rows.h): the charges in one INSERT, the meters' new
- * positions in one UPDATE ... FROM VALUES. */
-#define BATCH_ROWS     STORE_ROWS_MAX
+ * positions in one UPDATE ... FROM VALUES (or from arrays, 2048 rows to a
+ * statement, on PostgreSQL). */
 #define CHARGE_COLUMNS 10
 #define MOVE_COLUMNS   5
 
 static struct store_rows_sql charges_sql = STORE_ROWS_SQL(
     "INSERT INTO charges (txn_id, user_id, instance_id, item, meter_seq, settlement, period_from,"
     " period_to, amount_micros, created_at) VALUES ",
-    "", CHARGE_COLUMNS);
+    "", CHARGE_COLUMNS,
+    "INSERT INTO charges (txn_id, user_id, instance_id, item, meter_seq, settlement, period_from,"
+    " period_to, amount_micros, created_at) SELECT * FROM unnest(?1::text[], ?2::text[],"
+    " ?3::text[], ?4::text[], ?5::bigint[], ?6::bigint[], ?7::bigint[], ?8::bigint[],"
+    " ?9::bigint[], ?10::bigint[])");
 /* unsettled only changes when an ended meter reaches its end: an open
  * meter's update changes no indexed column */
 static struct store_rows_sql moves_sql = STORE_ROWS_SQL(
     "UPDATE meters SET settled_until = v.column2, charged_micros = v.column3, settlements ="
     " v.column4, unsettled = CASE WHEN meters.ended_at IS NOT NULL AND v.column2 <"
     " meters.ended_at THEN 1 ELSE 0 END FROM (VALUES ",
-    ") AS v WHERE meters.seq = v.column1 AND meters.settlements = v.column5", MOVE_COLUMNS);
+    ") AS v WHERE meters.seq = v.column1 AND meters.settlements = v.column5", MOVE_COLUMNS,
+    "UPDATE meters SET settled_until = v.column2, charged_micros = v.column3, settlements ="
+    " v.column4, unsettled = CASE WHEN meters.ended_at IS NOT NULL AND v.column2 <"
+    " meters.ended_at THEN 1 ELSE 0 END FROM unnest(?1::bigint[], ?2::bigint[], ?3::bigint[],"
+    " ?4::bigint[], ?5::bigint[]) AS v(column1, column2, column3, column4, column5)"
+    " WHERE meters.seq = v.column1 AND meters.settlements = v.column5");
 
 /* A renter's ledger transaction, posted with the others at the end. */
 struct pending_txn {
@@ -133,29 +142,39 @@ struct pending_txn {
 };
 
 /* What a store transaction's settlements have not written yet, of any
- * number of renters: rows go 128 to a statement whoever they charge (a
+ * number of renters: rows go `rows` to a statement whoever they charge (a
  * renter's hundred meters were three statements of 64, 32 and 4 rows
  * each), the ledger transactions all together at the end (pending_end;
  * about ten statements each before). The rows' texts point into the
  * meters, which outlive the flush, and into txn_ids. */
 struct pending {
-    struct db_arg charges[BATCH_ROWS * CHARGE_COLUMNS + 1];
-    struct db_arg moves[BATCH_ROWS * MOVE_COLUMNS + 1];
-    char txn_ids[BATCH_ROWS][SL_ID_MAX];
+    size_t rows; /* store_rows_per_statement */
+    struct db_arg *charges, *moves;
+    char (*txn_ids)[SL_ID_MAX];
     size_t n_charges, n_moves;
     struct pending_txn *txns;
     size_t n_txns, cap_txns;
 };
 
-static struct pending *pending_new(void)
+static struct pending *pending_new(struct store *st)
 {
-    return xcalloc(1, sizeof(struct pending));
+    struct pending *p = xcalloc(1, sizeof(*p));
+
+    p->rows = store_rows_per_statement(st, &charges_sql);
+    p->charges = xcalloc(p->rows * CHARGE_COLUMNS + 1, sizeof(*p->charges));
+    p->moves = xcalloc(p->rows * MOVE_COLUMNS + 1, sizeof(*p->moves));
+    p->txn_ids = xcalloc(p->rows, sizeof(*p->txn_ids));
+    return p;
 }
 
 static void pending_freep(struct pending **p)
 {
-    if (*p)
+    if (*p) {
         free((*p)->txns);
+        free((*p)->charges);
+        free((*p)->moves);
+        free((*p)->txn_ids);
+    }
     free(*p);
 }
 
@@ -211,7 +230,7 @@ static int charge(struct store *st, struct batch *b, const struct meter *m, int6
         return -1;
     b->count++;
     struct pending *p = b->rows;
-    if (p->n_charges == BATCH_ROWS && pending_flush(st, p, err) < 0)
+    if (p->n_charges == p->rows && pending_flush(st, p, err) < 0)
         return -1;
     char *txn_id = p->txn_ids[p->n_charges];
     snprintf(txn_id, SL_ID_MAX, "%s", b->txn_id);
@@ -235,7 +254,7 @@ static int move(struct store *st, struct batch *b, const struct meter *m, int64_
                 struct sl_error *err)
 {
     struct pending *p = b->rows;
-    if (p->n_moves == BATCH_ROWS && pending_flush(st, p, err) < 0)
+    if (p->n_moves == p->rows && pending_flush(st, p, err) < 0)
         return -1;
     struct db_arg *row = &p->moves[p->n_moves++ * MOVE_COLUMNS];
     row[0] = DB_INT(m->seq);
@@ -339,7 +358,7 @@ static int settle_all(struct store *st, struct pending *rows, struct meter *ms, 
 /* Settles m to `to` alone: its rows written at once. */
 static int settle_one(struct store *st, struct meter *m, int64_t to, struct sl_error *err)
 {
-    cleanup_pending struct pending *rows = pending_new();
+    cleanup_pending struct pending *rows = pending_new(st);
     struct batch b;
 
     batch_begin(&b, rows, m->user_id);
@@ -485,7 +504,7 @@ static int close_meters(struct server *srv, const char *instance_id, int which, 
         DB_ARGS(DB_TEXT(instance_id)), &n, err);
     if (!ms)
         return -1;
-    cleanup_pending struct pending *rows = pending_new();
+    cleanup_pending struct pending *rows = pending_new(st);
     if (settle_all(st, rows, ms, n, now, billable_until, err) < 0)
         return -1;
     return pending_end(st, rows, err);
@@ -613,7 +632,7 @@ static int settle_chunk(struct store *st, struct meter *ms, size_t n, int64_t no
                         struct billing_stats *stats, struct spends *spends, struct sl_error *err)
 {
     cleanup_tx struct store *tx = NULL;
-    cleanup_pending struct pending *rows = pending_new();
+    cleanup_pending struct pending *rows = pending_new(st);
 
     if (store_begin(st, err) < 0)
         return -1;

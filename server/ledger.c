@@ -126,17 +126,26 @@ int ledger_post(struct store *st, const struct ledger_txn *txn, char *txn_id, bo
     return 0;
 }
 
+/* PostgreSQL writes arrays in their order (a function scan's rows feed the
+ * INSERT one by one): the entries' identities follow the running balances */
 static struct store_rows_sql txns_sql = STORE_ROWS_SQL(
-    "INSERT INTO ledger_txns (id, kind, memo, idempotency_key, actor, created_at) VALUES ", "", 6);
+    "INSERT INTO ledger_txns (id, kind, memo, idempotency_key, actor, created_at) VALUES ", "", 6,
+    "INSERT INTO ledger_txns (id, kind, memo, idempotency_key, actor, created_at) SELECT * FROM"
+    " unnest(?1::text[], ?2::text[], ?3::text[], ?4::text[], ?5::text[], ?6::bigint[])");
 static struct store_rows_sql entries_sql =
     STORE_ROWS_SQL("INSERT INTO ledger_entries (txn_id, account_id, amount_micros,"
                    " balance_after_micros, created_at) VALUES ",
-                   "", 5);
+                   "", 5,
+                   "INSERT INTO ledger_entries (txn_id, account_id, amount_micros,"
+                   " balance_after_micros, created_at) SELECT * FROM unnest(?1::text[],"
+                   " ?2::text[], ?3::bigint[], ?4::bigint[], ?5::bigint[])");
 static struct store_rows_sql balances_sql =
     STORE_ROWS_SQL("UPDATE accounts SET balance_micros = v.column2 FROM (VALUES ",
-                   ") AS v WHERE id = v.column1", 2);
+                   ") AS v WHERE id = v.column1", 2,
+                   "UPDATE accounts SET balance_micros = v.column2 FROM unnest(?1::text[],"
+                   " ?2::bigint[]) AS v(column1, column2) WHERE id = v.column1");
 static struct store_rows_sql read_sql =
-    STORE_ROWS_SQL("SELECT id, balance_micros FROM accounts WHERE id IN (VALUES ", ")", 1);
+    STORE_ROWS_SQL("SELECT id, balance_micros FROM accounts WHERE id IN (VALUES ", ")", 1, NULL);
 
 /* An account of a batch and its running balance. */
 struct account_balance {

@@ -741,6 +741,7 @@ const struct store_ops store_pg_ops = {
     /* one writer per suanlid: serializable costs it nothing and is what
      * several replicas will need (control-plane.md, "PostgreSQL") */
     .begin_sql = "BEGIN ISOLATION LEVEL SERIALIZABLE",
+    .arrays = true,
     .migrations = pg_migrations,
     .link = &store_pg_link_ops, /* store-pg-link.c */
     /* replicas' writers one at a time; LOCK takes no snapshot, so the

@@ -270,6 +270,11 @@ const char *store_backend(const struct store *st)
     return st->ops->name;
 }
 
+bool store_takes_arrays(const struct store *st)
+{
+    return st->ops->arrays;
+}
+
 /* Commits the open batch and wakes its waiting threads with the outcome.
  * Under write_lock. */
 static int batch_commit(struct store *st, struct sl_error *err)

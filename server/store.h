@@ -79,6 +79,9 @@ struct store_ops {
      * another's and identity values are in commit order (docs/design/
      * control-plane.md, "Replicas and the leader") */
     const char *turn_sql;
+    /* takes a column of many rows as one array parameter (?1::bigint[]
+     * in unnest, store-rows.h) */
+    bool arrays;
     const char *const *migrations;     /* NULL-terminated; index + 1 is the version */
     const struct store_link_ops *link; /* NULL: no links (store_link_open) */
 };
@@ -90,6 +93,8 @@ struct store_ops {
 struct store *store_open(const char *uri, struct sl_error *err);
 void store_close(struct store *st);
 const char *store_backend(const struct store *st);
+/* Whether st takes a column of rows as one array parameter (store-rows.h). */
+bool store_takes_arrays(const struct store *st);
 
 /* Applies missing migrations, each in its own transaction. */
 int store_migrate(struct store *st, struct sl_error *err);
