@@ -2,7 +2,8 @@
 # Benchmarks one settlement pass of the billing loop (server/billing.h) over
 # many running instances on SQLite: time per pass, settlements (charges rows)
 # and ledger entries written per second, and the median pass over passes
-# 1..PASSES (the figure README.md quotes; pass 0 is a first settlement).
+# 1..PASSES (the figure README.md quotes; pass 0 is a first settlement),
+# beside its floor: the same rows written by the store alone.
 #   bench/settle.sh
 # PERF=FILE records a perf profile of suanlid during the last pass.
 # Environment: INSTANCES (100000), RENTERS (1000), NODES (12500: 8 instances
@@ -234,7 +235,25 @@ $((after - before))")
     echo "settle.sh: pass $p: $out" >&2
 done
 
-# 4. the checks: every meter against its formula and its charges, every
+# 4. the floor: the rows the last pass wrote, written again by the store
+# itself in two statements (the charges copied under new numbers, every
+# open meter updated in place as a pass does), nothing sent, computed or
+# committed (rolled back): what the rows alone cost on this machine
+floor_sql="BEGIN;
+INSERT INTO charges (txn_id, user_id, instance_id, item, meter_seq, settlement, period_from,
+                     period_to, amount_micros, created_at)
+  SELECT txn_id, user_id, instance_id, item, meter_seq, settlement + 1000000, period_from,
+         period_to, amount_micros, created_at FROM charges WHERE meter_seq IS NOT NULL
+  ORDER BY seq DESC LIMIT $instances;
+UPDATE meters SET settled_until = settled_until + 1, charged_micros = charged_micros + 1,
+                  settlements = settlements + 1 WHERE ended_at IS NULL;
+ROLLBACK;"
+t0=$(date +%s%N)
+store_sql "$floor_sql" >/dev/null
+t1=$(date +%s%N)
+floor_ns=$((t1 - t0))
+
+# 5. the checks: every meter against its formula and its charges, every
 # ledger transaction against the charges under it, the ledger's invariants
 db_mib=$(du -sm "$data" | cut -f1)
 check=$(api GET /v1/admin/billing/check "$admin_token")
@@ -285,6 +304,9 @@ mem=$(awk '/^MemTotal:/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)
                 us[1] / 1e6, us[NR] / 1e6
             printf "%.0f to %.0f settlements/s.\n\n", lo, hi
         }'
+    awk -v ns="$floor_ns" -v n="$instances" 'BEGIN {
+        printf "Floor in the same run: the last pass'"'"'s %d charges rows and %d meter updates,\n", n, n
+        printf "written again by the store in two statements (rolled back): %.3f s.\n\n", ns / 1e9 }'
     echo "After the passes: billing check ok ($(echo "$check" | jq -r .meters) meters,"
     echo "$(echo "$check" | jq -r .charges_total_micros) micros charged), ledger check ok"
     echo "($(echo "$lcheck" | jq -r .transactions) transactions); data directory ${db_mib} MiB."
