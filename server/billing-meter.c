@@ -156,11 +156,17 @@ struct pending {
     size_t n_txns, cap_txns;
 };
 
-static struct pending *pending_new(struct store *st)
+/* For about `meters` meters' rows: a stop's few meters take a small
+ * buffer, a pass's chunk a statement's worth (more rows are flushed). */
+static struct pending *pending_new(struct store *st, size_t meters)
 {
     struct pending *p = xcalloc(1, sizeof(*p));
 
     p->rows = store_rows_per_statement(st, &charges_sql);
+    if (meters < 16)
+        meters = 16;
+    if (meters < p->rows)
+        p->rows = meters;
     p->charges = xcalloc(p->rows * CHARGE_COLUMNS + 1, sizeof(*p->charges));
     p->moves = xcalloc(p->rows * MOVE_COLUMNS + 1, sizeof(*p->moves));
     p->txn_ids = xcalloc(p->rows, sizeof(*p->txn_ids));
@@ -358,7 +364,7 @@ static int settle_all(struct store *st, struct pending *rows, struct meter *ms, 
 /* Settles m to `to` alone: its rows written at once. */
 static int settle_one(struct store *st, struct meter *m, int64_t to, struct sl_error *err)
 {
-    cleanup_pending struct pending *rows = pending_new(st);
+    cleanup_pending struct pending *rows = pending_new(st, 1);
     struct batch b;
 
     batch_begin(&b, rows, m->user_id);
@@ -504,7 +510,7 @@ static int close_meters(struct server *srv, const char *instance_id, int which, 
         DB_ARGS(DB_TEXT(instance_id)), &n, err);
     if (!ms)
         return -1;
-    cleanup_pending struct pending *rows = pending_new(st);
+    cleanup_pending struct pending *rows = pending_new(st, n);
     if (settle_all(st, rows, ms, n, now, billable_until, err) < 0)
         return -1;
     return pending_end(st, rows, err);
@@ -632,7 +638,7 @@ static int settle_chunk(struct store *st, struct meter *ms, size_t n, int64_t no
                         struct billing_stats *stats, struct spends *spends, struct sl_error *err)
 {
     cleanup_tx struct store *tx = NULL;
-    cleanup_pending struct pending *rows = pending_new(st);
+    cleanup_pending struct pending *rows = pending_new(st, n);
 
     if (store_begin(st, err) < 0)
         return -1;
