@@ -369,11 +369,12 @@ static void print_billing_check(json_t *c, bool ok)
 
     printf("billing %s: %" PRId64 " meters; %" PRId64 " with a wrong charged amount, %" PRId64
            " whose charges do not add up, %" PRId64 " settled out of place, %" PRId64
-           " charged after release, %" PRId64 " bad settlement keys; charges %s, in the "
-           "ledger %s\n",
+           " charged after release, %" PRId64 " bad settlement keys, %" PRId64
+           " renters whose usage the ledger does not match; charges %s, in the ledger %s\n",
            ok ? "ok" : "NOT CONSISTENT", jint(c, "meters"), jint(c, "bad_charged"),
            jint(c, "bad_sums"), jint(c, "bad_positions"), jint(c, "charged_after_release"),
-           jint(c, "bad_keys"), output_money(jint(c, "charges_total_micros"), NULL, charges),
+           jint(c, "bad_keys"), jint(c, "bad_renters"),
+           output_money(jint(c, "charges_total_micros"), NULL, charges),
            output_money(jint(c, "ledger_charges_micros"), NULL, ledger));
 }
 
@@ -426,7 +427,7 @@ static int run_billing_run(struct cli *cli, const struct cli_args *a)
         output_json(stdout, r);
         return CLI_EXIT_OK;
     }
-    printf("billing pass: %" PRId64 " meters, %" PRId64 " settlements; %" PRId64
+    printf("billing pass: %" PRId64 " meters, %" PRId64 " usage transactions; %" PRId64
            " instances stopped, %" PRId64 " warnings, %" PRId64 " released, %" PRId64
            " plans renewed, %" PRId64 " plans ended; %" PRId64 ".%03" PRId64 " ms\n",
            jint(r, "meters"), jint(r, "settlements"), jint(r, "stopped"), jint(r, "warnings"),

@@ -367,7 +367,12 @@ static int print_charges(struct cli *cli, json_t *list, struct sl_error *err)
     {
         char seq[24], seconds[24], amount[OUTPUT_MONEY_MAX], from[32], to[32];
         const char *period_from = jstr(c, "period_from"), *period_to = jstr(c, "period_to");
-        snprintf(seq, sizeof(seq), "%" PRId64, jint(c, "seq"));
+        /* an open piece (billed, its day not whole yet) has no row yet */
+        bool open = json_is_true(json_object_get(c, "open"));
+        if (open)
+            seq[0] = '\0';
+        else
+            snprintf(seq, sizeof(seq), "%" PRId64, jint(c, "seq"));
         snprintf(seconds, sizeof(seconds), "%" PRId64, jint(c, "seconds"));
         output_money(jint(c, "amount_micros"), NULL, amount);
         if (csv) {
@@ -391,7 +396,7 @@ static int print_charges(struct cli *cli, json_t *list, struct sl_error *err)
                 jstr(c, "kind"),
                 seconds,
                 amount,
-                jstr(c, "txn_id"),
+                open ? "(open)" : jstr(c, "txn_id"),
             };
             table_add(&t, row);
         }

@@ -4,6 +4,7 @@
  * and instances stopped for billing.release_after are released after
  * warnings 3 days and 1 day before. */
 #include "billing.h"
+#include "billing-meters.h"
 
 #include "../lib/cleanup.h"
 #include "../lib/log.h"
@@ -16,6 +17,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* A user's event, not tied to one instance (instance_id ''). */
@@ -290,9 +292,94 @@ static int count_bad_charged(struct store *st, int64_t *out, struct sl_error *er
     return 0;
 }
 
+/* A renter's usage: what their meters are billed (the formula at each
+ * one's billed position) and what their usage ledger transactions
+ * (settle:...) moved. */
+struct usage {
+    char user_id[SL_ID_MAX];
+    int64_t billed, moved;
+};
+
+static int by_usage_user(const void *a, const void *b)
+{
+    return strcmp(((const struct usage *)a)->user_id, ((const struct usage *)b)->user_id);
+}
+
+static struct usage *usage_of(struct usage **v, size_t *n, size_t *cap, const char *user_id)
+{
+    if (*n > 0 && strcmp((*v)[*n - 1].user_id, user_id) == 0)
+        return &(*v)[*n - 1];
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 64;
+        *v = xrealloc(*v, *cap * sizeof(**v));
+    }
+    struct usage *u = &(*v)[(*n)++];
+    snprintf(u->user_id, sizeof(u->user_id), "%s", user_id);
+    u->billed = u->moved = 0;
+    return u;
+}
+
+/* Renters whose meters are not billed what their usage transactions
+ * moved; the totals of both. */
+static int check_usage(struct store *st, struct billing_check *out, struct sl_error *err)
+{
+    cleanup_free struct usage *v = NULL;
+    size_t n = 0, cap = 0, meters;
+    int64_t cost;
+    int rc;
+
+    {
+        cleanup_free struct meter *ms = meters_load(
+            st, "SELECT " METER_COLUMNS METER_FROM " ORDER BY m.user_id", DB_NO_ARGS, &meters, err);
+        if (!ms)
+            return -1;
+        for (size_t i = 0; i < meters; i++) {
+            struct usage *u = usage_of(&v, &n, &cap, ms[i].user_id);
+            struct sl_error e = SL_ERROR_INIT;
+            if (meter_cost(&ms[i], ms[i].billed, &cost, &e) < 0 ||
+                sl_money_add(u->billed, cost, &u->billed, &e) < 0)
+                out->bad_positions++;
+        }
+    }
+    size_t billed_renters = n;
+    {
+        cleanup_rows struct db_rows *rows = store_query(
+            st,
+            "SELECT substr(e.account_id, 6), SUM(-e.amount_micros) FROM ledger_entries e"
+            " JOIN ledger_txns t ON t.id = e.txn_id WHERE t.idempotency_key LIKE 'settle:%'"
+            " AND e.account_id LIKE 'user:%' GROUP BY e.account_id ORDER BY 1",
+            DB_NO_ARGS, err);
+        if (!rows)
+            return -1;
+        while ((rc = db_next(rows, err)) == 1) {
+            struct usage key, *u;
+            snprintf(key.user_id, sizeof(key.user_id), "%s", db_text(rows, 0));
+            u = bsearch(&key, v, billed_renters, sizeof(*v), by_usage_user);
+            if (!u)
+                u = usage_of(&v, &n, &cap, key.user_id);
+            u->moved = db_int(rows, 1);
+        }
+        if (rc < 0)
+            return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        out->bad_renters += v[i].billed != v[i].moved;
+        if (sl_money_add(out->charges_total, v[i].billed, &out->charges_total, err) < 0 ||
+            sl_money_add(out->ledger_charges, v[i].moved, &out->ledger_charges, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 int billing_check(struct store *st, struct billing_check *out, struct sl_error *err)
 {
+    cleanup_tx struct store *tx = NULL;
+
     memset(out, 0, sizeof(*out));
+    /* one snapshot, whatever settles meanwhile */
+    if (store_begin(st, err) < 0)
+        return -1;
+    tx = st;
     if (store_get_int(st, "SELECT COUNT(*) FROM meters", DB_NO_ARGS, &out->meters, err) < 0 ||
         count_bad_charged(st, &out->bad_charged, err) < 0 ||
         store_get_int(st,
@@ -301,10 +388,13 @@ int billing_check(struct store *st, struct billing_check *out, struct sl_error *
                       " GROUP BY meter_seq) c ON c.meter_seq = m.seq"
                       " WHERE m.charged_micros != COALESCE(c.total, 0)",
                       DB_NO_ARGS, &out->bad_sums, err) < 0 ||
+        /* started <= settled <= billed <= end */
         store_get_int(st,
-                      "SELECT COUNT(*) FROM meters WHERE settled_until < started_at"
-                      " OR (ended_at IS NOT NULL AND (settled_until > ended_at"
-                      " OR ended_at < started_at))",
+                      "SELECT COUNT(*) FROM meters m LEFT JOIN billing_marks k"
+                      " ON k.node_id = m.node_id WHERE m.settled_until < m.started_at"
+                      " OR " METER_BILLED " < m.settled_until"
+                      " OR (m.ended_at IS NOT NULL AND (m.billed_until > m.ended_at"
+                      " OR m.ended_at < m.started_at))",
                       DB_NO_ARGS, &out->bad_positions, err) < 0 ||
         store_get_int(st,
                       "SELECT COUNT(*) FROM charges c JOIN instances i ON i.id = c.instance_id"
@@ -318,25 +408,33 @@ int billing_check(struct store *st, struct billing_check *out, struct sl_error *
                       " WHERE meter_seq IS NOT NULL GROUP BY meter_seq) c ON c.meter_seq = m.seq"
                       " WHERE COALESCE(c.n, 0) != m.settlements"
                       " OR (c.n > 0 AND (c.lo != 1 OR c.hi != c.n))",
-                      DB_NO_ARGS, &out->bad_keys, err) < 0)
+                      DB_NO_ARGS, &out->bad_keys, err) < 0 ||
+        check_usage(st, out, err) < 0)
         return -1;
-    /* each ledger transaction's user side is the sum of its charges: one
-     * statement, one snapshot, whatever settles meanwhile */
+    /* a transaction that names its charges (plans and refunds; usage
+     * before marks and days) moves exactly their sum; the days' rows name
+     * none (''): the passes that billed them moved their money */
     cleanup_rows struct db_rows *rows = store_query(
         st,
-        "SELECT COALESCE(SUM(x.total), 0), COALESCE(SUM(-e.amount_micros), 0),"
+        "SELECT COALESCE(SUM(CASE WHEN x.metered THEN 0 ELSE x.total END), 0),"
+        " COALESCE(SUM(CASE WHEN x.metered THEN 0 ELSE -e.amount_micros END), 0),"
         " COALESCE(SUM(CASE WHEN e.amount_micros IS NULL OR -e.amount_micros != x.total"
         " THEN 1 ELSE 0 END), 0) FROM"
-        " (SELECT txn_id, user_id, SUM(amount_micros) AS total FROM charges"
-        " GROUP BY txn_id, user_id) x"
+        " (SELECT txn_id, user_id, SUM(amount_micros) AS total,"
+        " MAX(CASE WHEN meter_seq IS NULL THEN 0 ELSE 1 END) = 1 AS metered FROM charges"
+        " WHERE txn_id != '' GROUP BY txn_id, user_id) x"
         " LEFT JOIN ledger_entries e ON e.txn_id = x.txn_id AND e.account_id = 'user:' || "
         "x.user_id",
         DB_NO_ARGS, err);
     int rc;
+    int64_t plans, plans_moved;
     if (!rows || (rc = db_next(rows, err)) < 0)
         return -1;
-    out->charges_total = db_int(rows, 0);
-    out->ledger_charges = db_int(rows, 1);
+    plans = db_int(rows, 0);
+    plans_moved = db_int(rows, 1);
     out->bad_txns = db_int(rows, 2);
+    if (sl_money_add(out->charges_total, plans, &out->charges_total, err) < 0 ||
+        sl_money_add(out->ledger_charges, plans_moved, &out->ledger_charges, err) < 0)
+        return -1;
     return 0;
 }

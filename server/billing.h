@@ -18,11 +18,14 @@
  * meter ends at the last heartbeat and a new one with the same rates starts
  * now) and prepaid plans are lengthened by it.
  *
- * Each settlement is a `charges` row keyed (meter, sequence N): the key
- * "settle:INSTANCE:METER:N" (USER for a renter-wide meter) exists once. A
- * renter's settlements of one store transaction are one ledger transaction
- * moving their sum, written with the meters' new positions. Every
- * settlement also splits at UTC midnight so that a day's bill is exact.
+ * A renter's amounts of one store transaction are one ledger transaction
+ * moving their sum, written with the meters' (or their hosts' marks') new
+ * positions: an open instance meter is billed to its host's mark, which a
+ * pass moves for all of the host's meters (key "settle:@HOST:MARK:USER"); a
+ * meter billed alone has keys "settle:INSTANCE:METER:N" (USER for a
+ * renter-wide meter), N its own moves. A meter's `charges` rows are its
+ * whole UTC days (billing-meters.h, docs/design/billing.md "Marks and
+ * days"); what it is billed past them is its open piece.
  *
  * "Now" is sl_time_now(): tests install a fake clock. */
 #ifndef SL_BILLING_H
@@ -123,6 +126,10 @@ struct billing_spend {
  * balance warnings need no second read of every open meter. */
 int billing_settle_spends(struct server *srv, struct billing_stats *stats,
                           struct billing_spend **spends, size_t *n, struct sl_error *err);
+/* Tests only: fn(ctx) runs in each pass between its reading of the hosts'
+ * meters and its writing (NULL: nothing), where another transaction may
+ * open or end a meter. */
+void billing_settle_between(void (*fn)(void *ctx), void *ctx);
 /* One pass of the billing loop: settle, then plans, balance, auto-release. */
 int billing_run(struct server *srv, struct billing_stats *stats, struct sl_error *err);
 
@@ -150,6 +157,19 @@ int billing_spend_per_hour(struct store *st, const char *user_id, int64_t *spend
 int billing_instance_charged(struct store *st, const char *instance_id, int64_t *charged,
                              int64_t *rate_per_hour, struct sl_error *err);
 
+/* A piece of a meter billed but not yet in a charges row (those are
+ * written per UTC day once the day is whole): from where its rows reach
+ * to where it is billed, split at UTC midnight. */
+struct billing_piece {
+    char user_id[SL_ID_MAX], instance_id[SL_ID_MAX], item[16];
+    int64_t meter_seq, quantity, from, to, amount;
+};
+typedef int billing_piece_fn(const struct billing_piece *p, void *ctx, struct sl_error *err);
+/* Calls fn for each open piece with an amount that starts in [from, to)
+ * of the user's meters (everyone's when user_id is NULL), by meter. */
+int billing_open_pieces(struct store *st, const char *user_id, int64_t from, int64_t to,
+                        billing_piece_fn *fn, void *ctx, struct sl_error *err);
+
 struct billing_check {
     int64_t meters;
     int64_t bad_charged;    /* charged != floor formula at settled_until */
@@ -158,8 +178,9 @@ struct billing_check {
     int64_t after_release;  /* charged past the instance's release */
     int64_t bad_keys;       /* settlements of a meter not numbered 1..n */
     int64_t bad_txns;       /* ledger transactions whose user side is not their charges */
-    int64_t charges_total;  /* sum of charges */
-    int64_t ledger_charges; /* sum of the user side of charge transactions */
+    int64_t bad_renters;    /* usage moved != what the renter's meters are billed */
+    int64_t charges_total;  /* what the meters are billed, plus plans and refunds */
+    int64_t ledger_charges; /* the user side of usage, plan and refund transactions */
 };
 
 /* Verifies the billing invariants over the whole store. */

@@ -415,10 +415,12 @@ static int add_instances(struct server *srv, struct event_stream *st, struct sl_
     return 0;
 }
 
-/* The instances charged by the renter's ledger entries after `after`
- * (settlements and plans): a settlement bumps no revision (billing-meter.c:
- * revisions for 100,000 meters cost a pass 0.6 s), so their new
- * charged_micros comes with the balance that paid it. */
+/* The instances charged by the renter's ledger entries after `after`:
+ * those a plan's charges name, and after a usage transaction (settle:...,
+ * which names no rows: billing-settle.c) those whose meters are open or
+ * not billed to their end. A settlement bumps no revision (revisions for
+ * 100,000 meters cost a pass 0.6 s), so their new charged_micros comes
+ * with the balance that paid it. */
 static int add_charged(struct server *srv, struct event_stream *st, const char *account,
                        int64_t after, struct sl_buf *out, struct sl_error *err)
 {
@@ -429,10 +431,16 @@ static int add_charged(struct server *srv, struct event_stream *st, const char *
     {
         cleanup_rows struct db_rows *rows =
             store_query(srv->store,
-                        "SELECT DISTINCT c.instance_id FROM ledger_entries e"
+                        "SELECT c.instance_id FROM ledger_entries e"
                         " JOIN charges c ON c.txn_id = e.txn_id"
-                        " WHERE e.account_id = ?1 AND e.seq > ?2 AND c.instance_id != ''",
-                        DB_ARGS(DB_TEXT(account), DB_INT(after)), err);
+                        " WHERE e.account_id = ?1 AND e.seq > ?2 AND c.instance_id != ''"
+                        " UNION SELECT m.instance_id FROM meters m"
+                        " WHERE m.instance_id != '' AND EXISTS (SELECT 1 FROM ledger_entries e"
+                        " JOIN ledger_txns t ON t.id = e.txn_id WHERE e.account_id = ?1"
+                        " AND e.seq > ?2 AND t.idempotency_key LIKE 'settle:%')"
+                        " AND ((m.user_id = ?3 AND m.ended_at IS NULL)"
+                        " OR (m.unsettled = 1 AND m.user_id = ?3))",
+                        DB_ARGS(DB_TEXT(account), DB_INT(after), DB_TEXT(st->user_id)), err);
         while (rows && (rc = db_next(rows, err)) == 1) {
             if (n == cap) {
                 cap = cap ? 2 * cap : 16;

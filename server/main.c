@@ -82,7 +82,7 @@ static void billing(struct server *srv)
     if (billing_run(srv, &stats, &err) < 0)
         log_warn("billing: %s", err.message);
     else if (stats.stopped || stats.released || stats.renewed || stats.expired || stats.warnings)
-        log_info("billing: %" PRId64 " meters, %" PRId64 " settlements, %" PRId64
+        log_info("billing: %" PRId64 " meters, %" PRId64 " usage transactions, %" PRId64
                  " stopped, %" PRId64 " released, %" PRId64 " plans renewed, %" PRId64
                  " ended, %" PRId64 " warnings in %" PRId64 " ms",
                  stats.meters, stats.settlements, stats.stopped, stats.released, stats.renewed,

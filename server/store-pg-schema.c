@@ -919,5 +919,15 @@ const char *const pg_migrations[] = {
      * free, all HOT). CLUSTER rewrites the pages already there. */
     "ALTER TABLE meters SET (fillfactor = 50);"
     "CLUSTER meters USING meters_pkey;",
+    /* 18: a pass moves a host's mark, not each of its meters
+     * (docs/design/billing.md, "Marks and days"; store-sqlite-schema.c) */
+    "ALTER TABLE meters ADD COLUMN billed_until BIGINT NOT NULL DEFAULT 0;"
+    "ALTER TABLE meters ADD COLUMN moves BIGINT NOT NULL DEFAULT 0;"
+    "UPDATE meters SET billed_until = settled_until, moves = settlements;"
+    "CREATE TABLE billing_marks ("
+    "  node_id TEXT PRIMARY KEY,"
+    "  billed_until BIGINT NOT NULL,"
+    "  gen BIGINT NOT NULL DEFAULT 0,"
+    "  pass BIGINT NOT NULL DEFAULT 0);",
     0,
 };

@@ -902,5 +902,22 @@ const char *const sqlite_migrations[] = {
     /* 17: PostgreSQL's meters keep half of each page free (store-pg-schema.c);
      * SQLite updates rows in place */
     "SELECT 1;",
+    /* 18: a pass moves a host's mark, not each of its meters
+     * (docs/design/billing.md, "Marks and days"): an open instance meter
+     * is billed to the further of its own billed_until and its host's
+     * mark; settled_until and the charges rows reach the last whole UTC
+     * day. moves numbers a meter's own moves (the ledger keys
+     * settle:X:METER:N), starting past the settlements numbered so far. A
+     * mark's gen counts the host's meters opened and ended (a pass moves
+     * the mark only if none was since it read them), pass names the pass
+     * that moved it last */
+    "ALTER TABLE meters ADD COLUMN billed_until INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE meters ADD COLUMN moves INTEGER NOT NULL DEFAULT 0;"
+    "UPDATE meters SET billed_until = settled_until, moves = settlements;"
+    "CREATE TABLE billing_marks ("
+    "  node_id TEXT PRIMARY KEY,"
+    "  billed_until INTEGER NOT NULL,"
+    "  gen INTEGER NOT NULL DEFAULT 0,"
+    "  pass INTEGER NOT NULL DEFAULT 0);",
     0,
 };

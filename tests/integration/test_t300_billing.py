@@ -73,19 +73,25 @@ def balance(cluster, user):
 
 
 def check_books(cluster, user, credited):
-    """Every meter is its formula; the instance's charges, the bills and the
-    ledger agree; the balance is what was credited minus what was charged."""
+    """Every meter is its formula; the instance's charges (each meter's
+    whole days as rows, the rest as open pieces), the bills and the ledger
+    agree; the balance is what was credited minus what was charged."""
     charges = pages(cluster, user, "/v1/bills/charges")
     ledger = pages(cluster, user, "/v1/ledger")
     by_txn = {e["txn_id"]: e["amount_micros"] for e in ledger}
     under = {}
     for c in charges:
-        assert c["txn_id"] in by_txn, c
-        under[c["txn_id"]] = under.get(c["txn_id"], 0) + c["amount_micros"]
+        if c["meter_seq"] is None:  # a plan or a refund: a transaction of its own
+            assert c["txn_id"] in by_txn and not c["open"], c
+            under[c["txn_id"]] = under.get(c["txn_id"], 0) + c["amount_micros"]
+        elif c["open"]:  # billed, its day not written yet
+            assert c["seq"] is None and c["settlement"] is None and c["txn_id"] == "", c
+        else:  # a day of a meter: its money moved with the passes that billed it
+            assert c["settlement"] >= 1 and c["txn_id"] == "", c
     for txn, amount in under.items():  # a transaction moves exactly its charges
         assert by_txn[txn] == -amount, (txn, amount)
-    for m in [c for c in charges if c["meter_seq"] is not None]:
-        assert m["settlement"] >= 1
+    usage = -sum(e["amount_micros"] for e in ledger if e["memo"].startswith("usage:"))
+    assert usage == sum(c["amount_micros"] for c in charges if c["meter_seq"] is not None)
     total = sum(c["amount_micros"] for c in charges)
     assert balance(cluster, user)["balance_micros"] == credited - total
     r = cluster.server.request("GET", "/v1/admin/billing/check",
@@ -118,7 +124,10 @@ def test_meter_runs_while_running_and_stops_when_asked(cluster):
         return m if m["charged_micros"] > 0 else None
     gpu = wait_for(charged, timeout=20, interval=0.5, what="a first charge")
     assert gpu["charged_micros"] == formula(gpu), gpu
-    assert gpu["settlements"] >= 1
+    # what it charged is in the bill: today's piece, open until the day is whole
+    mine = pages(cluster, user, f"/v1/bills/charges?instance={iid}")
+    assert sum(c["amount_micros"] for c in mine) == gpu["charged_micros"], mine
+    assert gpu["settlements"] == len([c for c in mine if not c["open"]]), (gpu, mine)
 
     r = cluster.verb(user, iid, "stop")
     assert r.status == 200, r

@@ -133,14 +133,20 @@ def test_bill_csv_adds_up_to_the_charges_and_the_ledger(billed):
                                             if c["kind"] == k)
         total += micros(last[amount])
 
-    # each ledger transaction moves exactly the charges under it
+    # a plan or a refund moves exactly the charges under it; the usage
+    # transactions the meters' days (txn_id "") and open pieces
     by_txn = {e["txn_id"]: e for e in ledger}
     under = {}
     for c in charges:
-        assert c["txn_id"] in by_txn, c
-        under[c["txn_id"]] = under.get(c["txn_id"], 0) + c["amount_micros"]
+        if c["meter_seq"] is None:
+            assert c["txn_id"] in by_txn, c
+            under[c["txn_id"]] = under.get(c["txn_id"], 0) + c["amount_micros"]
+        else:
+            assert c["txn_id"] == "" and (c["seq"] is None) == c["open"], c
     for txn, amount in under.items():
         assert by_txn[txn]["amount_micros"] == -amount, (txn, amount)
+    usage = -sum(e["amount_micros"] for e in ledger if e["memo"].startswith("usage:"))
+    assert usage == sum(c["amount_micros"] for c in charges if c["meter_seq"] is not None)
     spent = -sum(e["amount_micros"] for e in ledger if e["kind"] != "credit")
     assert spent == total == sum(c["amount_micros"] for c in charges)
 

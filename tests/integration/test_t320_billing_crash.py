@@ -213,6 +213,8 @@ class Checker:
         return known
 
     def read_charges(self, u, iid, full):
+        """The instance's charges: its rows (read once, they never change)
+        and its open pieces (what is billed past them, read each time)."""
         items = {}
         for month in self.months:
             c = self.charges.setdefault((iid, month), {"cursor": 0, "items": {}})
@@ -222,7 +224,10 @@ class Checker:
                 page = self.get(f"/v1/bills/charges?instance={iid}&month={month}&limit=500"
                                 f"&cursor={cursor}", u["token"])
                 for ch in page["items"]:
-                    fresh[ch["seq"]] = ch
+                    if ch["open"]:
+                        items[("open", month, len(items))] = ch
+                    else:
+                        fresh[ch["seq"]] = ch
                 if page["next_cursor"] is None:
                     break
                 cursor = int(page["next_cursor"])
@@ -273,8 +278,8 @@ class Checker:
     def check_renter(self, cycle, u, full=False):
         insts, meters, charges, ledger, balance = self.snapshot(u, full)
         entries = sorted(ledger.values(), key=lambda e: e["seq"])
-        total_charges = 0
-        by_txn = {}  # the renter's charges per ledger transaction
+        total_charges = usage = 0
+        by_txn = {}  # the renter's plans and refunds per ledger transaction
         for inst in insts:
             iid = inst["id"]
             ms, chs = meters[iid], charges[iid]
@@ -291,7 +296,10 @@ class Checker:
             self.charged[iid] = charged
             total_charges += charged
             for c in chs.values():
-                by_txn[c["txn_id"]] = by_txn.get(c["txn_id"], 0) + c["amount_micros"]
+                if c["meter_seq"] is None:  # a plan or a refund names its transaction
+                    by_txn[c["txn_id"]] = by_txn.get(c["txn_id"], 0) + c["amount_micros"]
+                else:  # a meter's day or open piece: paid by the usage transactions
+                    usage += c["amount_micros"]
             for c in chs.values():
                 if not epoch(c["period_from"]) < epoch(c["period_to"]) or \
                         epoch(c["period_from"]) // 86400 != (epoch(c["period_to"]) - 1) // 86400:
@@ -299,12 +307,17 @@ class Checker:
             self.check_meters(cycle, where, ms, chs)
             if inst["state"] in ("releasing", "released"):
                 self.check_released(cycle, u, iid, where, ms, chs)
-        # each charge or refund in the ledger moves exactly the charges under it
-        # (one transaction holds a renter's settlements of one store transaction)
+        # each plan or refund in the ledger moves exactly the charges under it;
+        # the usage transactions (one per renter and pass) all the meters' days
+        # and open pieces
         moved = {e["txn_id"]: -e["amount_micros"] for e in entries
-                 if e["kind"] in ("charge", "refund")}
+                 if e["kind"] in ("charge", "refund") and not e["memo"].startswith("usage:")}
         if moved != by_txn:
             self.fail(cycle, f"{u['id']}: ledger transactions {moved} != their charges {by_txn}")
+        paid = -sum(e["amount_micros"] for e in entries if e["memo"].startswith("usage:"))
+        if paid != usage:
+            self.fail(cycle, f"{u['id']}: usage transactions moved {paid}, the meters' days and"
+                             f" open pieces are {usage}")
         credits = sum(e["amount_micros"] for e in entries if e["kind"] == "credit")
         if credits != CREDIT:
             self.fail(cycle, f"{u['id']}: credits in the ledger {credits} != {CREDIT}")
@@ -334,8 +347,9 @@ class Checker:
             if sum(c["amount_micros"] for c in inside) != m["charged_micros"]:
                 self.fail(cycle, f"{what}: its charges {inside} do not add up to "
                                  f"{m['charged_micros']}")
-            if m["settlements"] < len(inside):
-                self.fail(cycle, f"{what}: {len(inside)} charges, {m['settlements']} "
+            rows = [c for c in inside if not c["open"]]
+            if m["settlements"] < len(rows):
+                self.fail(cycle, f"{what}: {len(rows)} charges, {m['settlements']} "
                                  f"settlements")
             prev = self.meters.get(seq)
             if prev and (settled < prev[0] or m["charged_micros"] < prev[1]):

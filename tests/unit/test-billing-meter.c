@@ -29,7 +29,7 @@ static int64_t clock_now(void)
 }
 
 struct expect {
-    int64_t seq, amount, period, started, ended, settled;
+    int64_t seq, amount, period, started, ended, billed;
 };
 
 static void must(int rc, const struct sl_error *err, const char *what)
@@ -65,7 +65,14 @@ static void settle(struct server *srv)
     must(billing_settle(srv, &stats, &err), &err, "billing_settle");
 }
 
-/* Every meter's row, charges and the renter's balance against the formula. */
+static int64_t formula(const struct expect *e, int64_t t)
+{
+    return (int64_t)((__int128)e->amount * (t - e->started) / e->period);
+}
+
+/* Every meter's row, charges and the renter's balance against the formula:
+ * billed to e->billed (its host's mark while it follows it), its charges
+ * rows to the last whole UTC day billed (or its end, once billed there). */
 static void check_meters(struct store *st, const struct expect *e, size_t n)
 {
     char account[LEDGER_ACCOUNT_MAX];
@@ -74,11 +81,20 @@ static void check_meters(struct store *st, const struct expect *e, size_t n)
 
     for (size_t i = 0; i < n && test_ok(); i++) {
         const struct db_arg *seq = DB_ARGS(DB_INT(e[i].seq));
+        int64_t billed = one_int(st,
+                                 "SELECT CASE WHEN m.ended_at IS NULL AND m.node_id != ''"
+                                 " AND k.billed_until > m.billed_until THEN k.billed_until"
+                                 " ELSE m.billed_until END FROM meters m LEFT JOIN billing_marks"
+                                 " k ON k.node_id = m.node_id WHERE m.seq = ?1",
+                                 seq);
         int64_t settled = one_int(st, "SELECT settled_until FROM meters WHERE seq = ?1", seq);
         int64_t charged = one_int(st, "SELECT charged_micros FROM meters WHERE seq = ?1", seq);
-        int64_t want =
-            (int64_t)((__int128)e[i].amount * (e[i].settled - e[i].started) / e[i].period);
-        if (!CHECK_EQ_INT(settled, e[i].settled) || !CHECK_EQ_INT(charged, want)) {
+        int64_t whole = e[i].billed / DAY * DAY;
+        int64_t closed = e[i].ended >= 0 && e[i].billed >= e[i].ended ? e[i].ended
+                         : whole > e[i].started                       ? whole
+                                                                      : e[i].started;
+        if (!CHECK_EQ_INT(billed, e[i].billed) || !CHECK_EQ_INT(settled, closed) ||
+            !CHECK_EQ_INT(charged, formula(&e[i], closed))) {
             test_fail(__FILE__, __LINE__, "meter %zu: %" PRId64 " per %" PRId64 " s from %" PRId64,
                       i, e[i].amount, e[i].period, e[i].started);
             return;
@@ -102,7 +118,7 @@ static void check_meters(struct store *st, const struct expect *e, size_t n)
                              " OR period_to <= period_from OR amount_micros <= 0)",
                              seq),
                      0);
-        all += charged;
+        all += formula(&e[i], billed);
     }
     must(ledger_balance(st, ledger_user_account(account, "u-meter"), &balance, &err), &err,
          "balance");
@@ -116,8 +132,10 @@ static void check_meters(struct store *st, const struct expect *e, size_t n)
                  0);
     struct billing_check c;
     must(billing_check(st, &c, &err), &err, "billing_check");
-    CHECK_EQ_INT(c.bad_charged + c.bad_sums + c.bad_positions + c.bad_keys + c.bad_txns, 0);
+    CHECK_EQ_INT(
+        c.bad_charged + c.bad_sums + c.bad_positions + c.bad_keys + c.bad_txns + c.bad_renters, 0);
     CHECK_EQ_INT(c.charges_total, all);
+    CHECK_EQ_INT(c.ledger_charges, all);
 }
 
 TEST(settlement_is_the_formula_whenever_it_runs)
@@ -159,8 +177,9 @@ TEST(settlement_is_the_formula_whenever_it_runs)
         int64_t start = fake_now - test_rand_range(0, 3) * test_rand_range(1, 5000);
         must(store_exec(st,
                         "INSERT INTO meters (instance_id, user_id, node_id, item, quantity,"
-                        " unit_price_micros, amount_micros, period_s, started_at, settled_until)"
-                        " VALUES (?1, 'u-meter', 'n-meter', ?2, 1, ?3, ?3, ?4, ?5, ?5)",
+                        " unit_price_micros, amount_micros, period_s, started_at, settled_until,"
+                        " billed_until) VALUES (?1, 'u-meter', 'n-meter', ?2, 1, ?3, ?3, ?4, ?5,"
+                        " ?5, ?5)",
                         DB_ARGS(DB_TEXT("i-meter"), DB_TEXT(meters[i].item),
                                 DB_INT(meters[i].amount), DB_INT(meters[i].period), DB_INT(start)),
                         &err),
@@ -170,7 +189,7 @@ TEST(settlement_is_the_formula_whenever_it_runs)
                                 .period = meters[i].period,
                                 .started = start,
                                 .ended = -1,
-                                .settled = start };
+                                .billed = start };
     }
     if (!test_ok())
         return;
@@ -195,7 +214,14 @@ TEST(settlement_is_the_formula_whenever_it_runs)
                 e[k].ended = fake_now - test_rand_range(0, step);
                 if (e[k].ended < e[k].started)
                     e[k].ended = e[k].started;
-                must(store_exec(st, "UPDATE meters SET ended_at = ?2 WHERE seq = ?1",
+                /* as billing-meter.c ends one: billed alone from where its
+                 * host's mark has billed it */
+                must(store_exec(st,
+                                "UPDATE meters SET ended_at = ?2, billed_until = CASE WHEN"
+                                " (SELECT billed_until FROM billing_marks WHERE node_id ="
+                                " meters.node_id) > billed_until THEN (SELECT billed_until FROM"
+                                " billing_marks WHERE node_id = meters.node_id) ELSE billed_until"
+                                " END WHERE seq = ?1",
                                 DB_ARGS(DB_INT(e[k].seq), DB_INT(e[k].ended)), &err),
                      &err, "end meter");
             }
@@ -205,8 +231,8 @@ TEST(settlement_is_the_formula_whenever_it_runs)
             int64_t to = heard < fake_now ? heard : fake_now;
             if (e[i].ended >= 0 && to > e[i].ended)
                 to = e[i].ended;
-            if (to > e[i].settled)
-                e[i].settled = to;
+            if (to > e[i].billed)
+                e[i].billed = to;
         }
         check_meters(st, e, N_METERS);
     }
@@ -247,9 +273,9 @@ TEST(rates_and_check_use_the_formula)
         must(store_exec(st,
                         "INSERT INTO meters (instance_id, user_id, node_id, item, quantity,"
                         " unit_price_micros, amount_micros, period_s, started_at, settled_until,"
-                        " charged_micros, ended_at)"
+                        " charged_micros, ended_at, billed_until)"
                         " VALUES ('i-meter', 'u-meter', 'n-meter', 'gpu', 1, ?1, ?1, ?2, ?3,"
-                        " ?3 + 1000, ?4, CASE WHEN ?5 = 1 THEN ?3 + 1000 END)",
+                        " ?3 + 1000, ?4, CASE WHEN ?5 = 1 THEN ?3 + 1000 END, ?3 + 1000)",
                         DB_ARGS(DB_INT(m[i].amount), DB_INT(m[i].period), DB_INT(now),
                                 DB_INT(m[i].charged), DB_INT(m[i].ended)),
                         &err),
@@ -271,6 +297,22 @@ TEST(rates_and_check_use_the_formula)
          &err, "tamper");
     must(billing_check(st, &c, &err), &err, "billing_check");
     CHECK_EQ_INT(c.bad_charged, 1);
+}
+
+struct piece_seen {
+    int64_t n, meter_seq, from, to;
+};
+
+static int see_piece(const struct billing_piece *p, void *ctx, struct sl_error *err)
+{
+    struct piece_seen *seen = ctx;
+
+    (void)err;
+    seen->n++;
+    seen->meter_seq = p->meter_seq;
+    seen->from = p->from;
+    seen->to = p->to;
+    return 0;
 }
 
 /* A data disk resize (billing_resize_storage) ends the meter at the old
@@ -342,17 +384,24 @@ TEST(a_resize_splits_the_data_disk_meter_at_its_second)
     heartbeat(st, fake_now);
     settle(&srv);
     const struct expect e[] = {
-        { .seq = 1, .amount = 10 * 7001, .period = DAY, .started = t0, .ended = t1, .settled = t1 },
+        { .seq = 1, .amount = 10 * 7001, .period = DAY, .started = t0, .ended = t1, .billed = t1 },
         { .seq = 2,
           .amount = 210 * 7001,
           .period = DAY,
           .started = t1,
           .ended = -1,
-          .settled = fake_now },
+          .billed = fake_now },
     };
     check_meters(st, e, 2);
     CHECK_EQ_INT(one_int(st, "SELECT MAX(period_to) FROM charges WHERE meter_seq = 1", NULL), t1);
-    CHECK_EQ_INT(one_int(st, "SELECT MIN(period_from) FROM charges WHERE meter_seq = 2", NULL), t1);
+    /* the new meter's day is not whole: its piece from t1 is open */
+    struct piece_seen seen = { 0 };
+    must(billing_open_pieces(st, "u-meter", 0, INT64_MAX, see_piece, &seen, &err), &err, "pieces");
+    CHECK_EQ_INT(seen.n, 1);
+    CHECK_EQ_INT(seen.meter_seq, 2);
+    CHECK_EQ_INT(seen.from, t1);
+    CHECK_EQ_INT(seen.to, fake_now);
+    CHECK_EQ_INT(one_int(st, "SELECT COUNT(*) FROM charges WHERE meter_seq = 2", NULL), 0);
     /* a resize within the free size ends the meter and opens none */
     must(store_exec(st, "UPDATE instances SET data_disk_gib = 50 WHERE id = 'i-meter'", NULL, &err),
          &err, "to the free size");
@@ -411,8 +460,9 @@ TEST(a_renter_with_many_meters_settles_in_one_pass)
              &err, "instance");
         must(store_exec(st,
                         "INSERT INTO meters (instance_id, user_id, node_id, item, quantity,"
-                        " unit_price_micros, amount_micros, period_s, started_at, settled_until)"
-                        " VALUES (?1, 'u-meter', 'n-meter', 'gpu', 1, ?2, ?2, 3600, ?3, ?3)",
+                        " unit_price_micros, amount_micros, period_s, started_at, settled_until,"
+                        " billed_until) VALUES (?1, 'u-meter', 'n-meter', 'gpu', 1, ?2, ?2, 3600,"
+                        " ?3, ?3, ?3)",
                         DB_ARGS(DB_TEXT(id), DB_INT(1980001 + i), DB_INT(fake_now - i)), &err),
              &err, "meter");
         e[i] = (struct expect){ .seq = i + 1,
@@ -420,7 +470,7 @@ TEST(a_renter_with_many_meters_settles_in_one_pass)
                                 .period = 3600,
                                 .started = fake_now - i,
                                 .ended = -1,
-                                .settled = fake_now };
+                                .billed = fake_now };
     }
     if (!test_ok())
         return;
@@ -428,8 +478,125 @@ TEST(a_renter_with_many_meters_settles_in_one_pass)
     heartbeat(st, fake_now);
     settle(&srv);
     for (int i = 0; i < MANY; i++)
-        e[i].settled = fake_now;
+        e[i].billed = fake_now;
     check_meters(st, e, MANY);
-    CHECK_EQ_INT(one_int(st, "SELECT COUNT(*) FROM charges", NULL), 2 * MANY);
+    /* the whole day that ended is a row per meter; today's ten minutes are
+     * open pieces */
+    CHECK_EQ_INT(one_int(st, "SELECT COUNT(*) FROM charges", NULL), MANY);
+    CHECK_EQ_INT(one_int(st,
+                         "SELECT COUNT(*) FROM ledger_txns WHERE idempotency_key LIKE"
+                         " 'settle:%'",
+                         NULL),
+                 1);
+    sl_time_set_clock(NULL);
+}
+
+/* A meter that ends, or one that opens, on a host between a pass's reading
+ * of the hosts' meters and its writing: that host's mark stays where it is
+ * (its meters wait for the next pass), the others move, and nothing is
+ * billed twice or lost. A pass that moved the mark all the same would bill
+ * the ended meter again for what it billed itself on ending. */
+struct meddle {
+    struct server *srv;
+    int calls;
+};
+
+static void end_and_open_meanwhile(void *ctx)
+{
+    struct meddle *m = ctx;
+    struct sl_error err = SL_ERROR_INIT;
+
+    if (m->calls++ > 0)
+        return;
+    must(billing_close(m->srv, "i-a1", false, &err), &err, "stop i-a1 meanwhile");
+}
+
+TEST(a_meter_that_ends_during_a_pass_is_billed_once)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    struct server srv = { .store = test_store() };
+    struct store *st = srv.store;
+    char account[LEDGER_ACCOUNT_MAX];
+    struct meddle meddle = { .srv = &srv };
+
+    sl_time_set_clock(clock_now);
+    fake_now = 1767225600 + 5 * 3600;
+    int64_t t0 = fake_now;
+    must(catalog_region_create(st, "meter-1", "Meters", false, &err), &err, "region");
+    must(store_exec(st,
+                    "INSERT INTO users (id, email, name, password_hash, created_at)"
+                    " VALUES ('u-meter', 'meter@example.com', 'm', 'x', ?1)",
+                    DB_ARGS(DB_INT(fake_now)), &err),
+         &err, "user");
+    must(ledger_open_account(st, ledger_user_account(account, "u-meter"), "u-meter", &err), &err,
+         "account");
+    static const struct {
+        const char *node, *instance;
+        int64_t amount;
+    } ms[] = { { "n-a", "i-a1", 1980001 }, { "n-a", "i-a2", 2500003 }, { "n-b", "i-b1", 7000007 } };
+    for (size_t i = 0; i < 2; i++)
+        must(store_exec(st,
+                        "INSERT INTO nodes (id, hostname, address, region_id, token_hash,"
+                        " ssh_port_min, ssh_port_max, created_at, last_heartbeat)"
+                        " VALUES (?1, 'h', '127.0.0.1', 'meter-1', ?1, 30000, 30099, ?2, ?2)",
+                        DB_ARGS(DB_TEXT(i ? "n-b" : "n-a"), DB_INT(fake_now)), &err),
+             &err, "node");
+    for (size_t i = 0; i < ARRAY_SIZE(ms); i++)
+        must(store_exec(st,
+                        "INSERT INTO meters (instance_id, user_id, node_id, item, quantity,"
+                        " unit_price_micros, amount_micros, period_s, started_at, settled_until,"
+                        " billed_until) VALUES (?1, 'u-meter', ?2, 'gpu', 1, ?3, ?3, 3600, ?4,"
+                        " ?4, ?4)",
+                        DB_ARGS(DB_TEXT(ms[i].instance), DB_TEXT(ms[i].node), DB_INT(ms[i].amount),
+                                DB_INT(t0)),
+                        &err),
+             &err, "meter");
+    if (!test_ok())
+        return;
+    settle(&srv); /* the first marks */
+
+    /* ten minutes on, both hosts heard; i-a1 stops while the pass runs */
+    fake_now += 600;
+    int64_t t1 = fake_now;
+    must(store_exec(st, "UPDATE nodes SET last_heartbeat = ?1", DB_ARGS(DB_INT(t1)), &err), &err,
+         "heartbeats");
+    billing_settle_between(end_and_open_meanwhile, &meddle);
+    settle(&srv);
+    billing_settle_between(NULL, NULL);
+    struct expect e[] = {
+        { .seq = 1,
+          .amount = ms[0].amount,
+          .period = 3600,
+          .started = t0,
+          .ended = t1,
+          .billed = t1 },
+        /* its host's mark waits for the next pass */
+        { .seq = 2,
+          .amount = ms[1].amount,
+          .period = 3600,
+          .started = t0,
+          .ended = -1,
+          .billed = t0 },
+        { .seq = 3,
+          .amount = ms[2].amount,
+          .period = 3600,
+          .started = t0,
+          .ended = -1,
+          .billed = t1 },
+    };
+    CHECK_EQ_INT(meddle.calls, 1);
+    CHECK_EQ_INT(one_int(st, "SELECT billed_until FROM billing_marks WHERE node_id = 'n-a'", NULL),
+                 t0);
+    CHECK_EQ_INT(one_int(st, "SELECT billed_until FROM billing_marks WHERE node_id = 'n-b'", NULL),
+                 t1);
+    check_meters(st, e, ARRAY_SIZE(e));
+
+    /* the next pass moves it: i-a2 billed from t0, i-a1 no more */
+    fake_now += 60;
+    must(store_exec(st, "UPDATE nodes SET last_heartbeat = ?1", DB_ARGS(DB_INT(fake_now)), &err),
+         &err, "heartbeats");
+    settle(&srv);
+    e[1].billed = e[2].billed = fake_now;
+    check_meters(st, e, ARRAY_SIZE(e));
     sl_time_set_clock(NULL);
 }

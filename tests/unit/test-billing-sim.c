@@ -117,7 +117,8 @@ struct m_inst {
     int64_t plan_money;  /* plans bought minus refunds */
     struct interval *iv;
     size_t n_iv;
-    int64_t db_charged; /* the store's charges, summed as they appear */
+    int64_t db_charged; /* the store's charges rows, summed as they appear */
+    int64_t db_open;    /* its meters' open pieces (billing_open_pieces) now */
 };
 
 static const char *const plan_names[] = { "payg", "day", "week", "month" };
@@ -815,6 +816,41 @@ static int64_t meter_step(int64_t meter)
     return ++sim.meter_settlements[meter];
 }
 
+/* A charges row (seq) or an open piece (seq 0) of a meter of in: one UTC
+ * day at most, so that a day's bill is exact; never after the release nor
+ * while the host was out. */
+static void check_piece(const struct m_inst *in, int64_t seq, int64_t from, int64_t to,
+                        int64_t amount)
+{
+    if (amount <= 0 || to <= from || from / 86400 != (to - 1) / 86400)
+        FAIL("charge %" PRId64 " of %s: %" PRId64 " for [%" PRId64 ", %" PRId64 ")", seq, in->id,
+             amount, from, to);
+    if (in->released_at >= 0 && to > in->released_at)
+        FAIL("%s charged until %" PRId64 " after its release at %" PRId64, in->id, to,
+             in->released_at);
+    const struct m_node *n = &sim.nodes[in->node];
+    for (size_t k = 0; k < n->n_outages; k++)
+        if (from < n->outages[k].to && to > n->outages[k].from)
+            FAIL("%s charged for [%" PRId64 ", %" PRId64 ") while its host was out"
+                 " [%" PRId64 ", %" PRId64 ")",
+                 in->id, from, to, n->outages[k].from, n->outages[k].to);
+}
+
+static int see_open_piece(const struct billing_piece *p, void *ctx, struct sl_error *err)
+{
+    struct m_inst *in = find(p->instance_id);
+
+    (void)ctx;
+    (void)err;
+    if (!in) {
+        FAIL("open piece of unknown instance %s", p->instance_id);
+        return 0;
+    }
+    in->db_open += p->amount;
+    check_piece(in, 0, p->from, p->to, p->amount);
+    return 0;
+}
+
 /* Every charge written since the last step: summed per instance, its key in
  * its meter's sequence, never over a host's silence or after a release. */
 static void check_new_charges(void)
@@ -844,30 +880,20 @@ static void check_new_charges(void)
         if (db_int(rows, 6) != want)
             FAIL("settlement %" PRId64 " of meter %" PRId64 ", expected %" PRId64, db_int(rows, 6),
                  meter, want);
-        /* one UTC day at most, so that a day's bill is exact */
-        if (amount <= 0 || to <= from || from / 86400 != (to - 1) / 86400)
-            FAIL("charge %" PRId64 " of %s: %" PRId64 " for [%" PRId64 ", %" PRId64 ")",
-                 db_int(rows, 0), in->id, amount, from, to);
-        if (in->released_at >= 0 && to > in->released_at)
-            FAIL("%s charged until %" PRId64 " after its release at %" PRId64, in->id, to,
-                 in->released_at);
-        const struct m_node *n = &sim.nodes[in->node];
-        for (size_t k = 0; k < n->n_outages; k++)
-            if (from < n->outages[k].to && to > n->outages[k].from)
-                FAIL("%s charged for [%" PRId64 ", %" PRId64 ") while its host was out"
-                     " [%" PRId64 ", %" PRId64 ")",
-                     in->id, from, to, n->outages[k].from, n->outages[k].to);
+        check_piece(in, db_int(rows, 0), from, to, amount);
     }
     if (!rows) {
         FAIL("charges: %s", err.message);
         return;
     }
-    /* each new ledger transaction moves exactly its charges */
+    /* each new ledger transaction that names charges (plans, refunds)
+     * moves exactly them; the days' rows name none: usage moves with the
+     * passes (check_money holds every balance to the model) */
     cleanup_rows struct db_rows *txns = store_query(
         st(),
         "SELECT x.txn_id, x.total, e.amount_micros, t.idempotency_key FROM (SELECT txn_id,"
-        " user_id, SUM(amount_micros) AS total FROM charges WHERE seq > ?1 GROUP BY txn_id, "
-        "user_id) x"
+        " user_id, SUM(amount_micros) AS total FROM charges WHERE seq > ?1 AND txn_id != ''"
+        " GROUP BY txn_id, user_id) x"
         " LEFT JOIN ledger_entries e ON e.txn_id = x.txn_id AND e.account_id = 'user:' || x.user_id"
         " LEFT JOIN ledger_txns t ON t.id = x.txn_id",
         DB_ARGS(DB_INT(first)), &err);
@@ -909,13 +935,19 @@ static void check_money(void)
             FAIL("user %d: balance %" PRId64 ", the model says %" PRId64, u, now_balance, want);
         prev[u] = now_balance;
     }
+    /* an instance's charges: its rows and its meters' open pieces */
+    for (size_t i = 0; i < sim.n_inst; i++)
+        sim.inst[i].db_open = 0;
+    if (billing_open_pieces(st(), NULL, 0, INT64_MAX, see_open_piece, NULL, &err) < 0)
+        FAIL("open pieces: %s", err.message);
     for (size_t i = 0; i < sim.n_inst; i++) {
         struct m_inst *in = &sim.inst[i];
-        int64_t want = expected_charged(in);
-        charged += in->db_charged;
-        if (in->db_charged != want)
-            FAIL("%s: charged %" PRId64 ", the exact integral is %" PRId64 " (%zu intervals)",
-                 in->id, in->db_charged, want, in->n_iv);
+        int64_t want = expected_charged(in), have = in->db_charged + in->db_open;
+        charged += have;
+        if (have != want)
+            FAIL("%s: charged %" PRId64 " (rows %" PRId64 ", open %" PRId64
+                 "), the exact integral is %" PRId64 " (%zu intervals)",
+                 in->id, have, in->db_charged, in->db_open, want, in->n_iv);
     }
     if (ledger_balance(st(), BILLING_REVENUE_ACCOUNT, &revenue, &err) < 0)
         FAIL("revenue: %s", err.message);
@@ -946,7 +978,7 @@ static void check_everything(void)
              " bad running",
              lc.bad_balances, lc.unbalanced_txns, lc.bad_running);
     if (bc.bad_charged || bc.bad_sums || bc.bad_positions || bc.after_release || bc.bad_keys ||
-        bc.charges_total != bc.ledger_charges)
+        bc.bad_txns || bc.bad_renters || bc.charges_total != bc.ledger_charges)
         FAIL("billing check: %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64
              " != %" PRId64,
              bc.bad_charged, bc.bad_sums, bc.bad_positions, bc.after_release, bc.bad_keys,
