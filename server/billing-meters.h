@@ -40,11 +40,12 @@ struct meter {
     char instance_id[SL_ID_MAX], user_id[SL_ID_MAX], node_id[SL_ID_MAX], item[16];
 };
 
-#define METER_COLUMNS                                                                              \
+#define METER_COLUMNS_USED(used_at)                                                                \
     "m.seq, m.amount_micros, m.period_s, m.started_at, COALESCE(m.ended_at, -1),"                  \
     " m.settled_until, m.charged_micros, m.settlements, COALESCE(n.last_heartbeat, 0),"            \
-    " m.instance_id, m.user_id, m.node_id, m.item, COALESCE(s.used_at, 0), m.quantity,"            \
+    " m.instance_id, m.user_id, m.node_id, m.item, " used_at ", m.quantity,"                       \
     " m.billed_until, m.moves, COALESCE(k.billed_until, -1), COALESCE(k.gen, 0)"
+#define METER_COLUMNS METER_COLUMNS_USED("COALESCE(s.used_at, 0)")
 
 /* a renter-wide meter has no host (node_id ''); file storage's evidence is
  * its directory's last sample */
@@ -58,6 +59,13 @@ struct meter {
 #define METER_BILLED                                                                               \
     "(CASE WHEN m.ended_at IS NULL AND m.node_id != '' AND k.billed_until > m.billed_until"        \
     " THEN k.billed_until ELSE m.billed_until END)"
+
+/* Open instance meters only (no file storage among them): their hosts
+ * and marks, not the storage's samples */
+#define HOST_METER_COLUMNS METER_COLUMNS_USED("0")
+#define HOST_METER_FROM                                                                            \
+    " FROM meters m LEFT JOIN nodes n ON n.id = m.node_id LEFT JOIN billing_marks k"               \
+    " ON k.node_id = m.node_id"
 
 /* The meters a query selects (its columns: METER_COLUMNS, METER_FROM);
  * *n of them, never NULL but on failure. */

@@ -354,7 +354,7 @@ static int check_usage(struct store *st, struct billing_check *out, struct sl_er
         while ((rc = db_next(rows, err)) == 1) {
             struct usage key, *u;
             snprintf(key.user_id, sizeof(key.user_id), "%s", db_text(rows, 0));
-            u = bsearch(&key, v, billed_renters, sizeof(*v), by_usage_user);
+            u = billed_renters ? bsearch(&key, v, billed_renters, sizeof(*v), by_usage_user) : NULL;
             if (!u)
                 u = usage_of(&v, &n, &cap, key.user_id);
             u->moved = db_int(rows, 1);

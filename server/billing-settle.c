@@ -24,13 +24,17 @@
  * split): large enough that the commit's fsync is amortised, small enough
  * that API writers wait at most a few tens of milliseconds behind one. */
 #define SETTLE_CHUNK 5000
+/* Open meters read at a time, whole hosts (nothing is held meanwhile):
+ * memory, not waiting writers, bounds them */
+#define READ_CHUNK 25000
 
 /* The most meters whose whole days one pass writes as charges rows: the
- * passes after midnight share the day's rows (one per meter that ran),
- * about 35 us each on PostgreSQL on a 2-core machine, instead of the first
- * one writing them all (100,000 meters: 25 passes, each under a second;
- * bench/settle.sh). Until then a day's open piece shows split at midnight. */
-#define DAYS_PER_PASS 4000
+ * passes after midnight share the day's rows (one per meter that ran)
+ * instead of the first one writing them all: a day's row and its meter's
+ * update cost 35-85 us on PostgreSQL on a 2-core machine, 100,000 of them
+ * 3.5-8 s (bench/settle.sh); 50 passes write them at 100,000 meters.
+ * Until then a day's open piece shows split at midnight. */
+#define DAYS_PER_PASS 2000
 
 /* The spends billing_settle_spends gathers: a renter's may come in
  * pieces (their hosts'), merged at the end. */
@@ -70,6 +74,8 @@ static int spends_merge(struct spends *s, struct sl_error *err)
 {
     size_t out = 0;
 
+    if (s->n == 0)
+        return 0;
     qsort(s->v, s->n, sizeof(*s->v), by_spender);
     for (size_t i = 0; i < s->n; i++) {
         if (out > 0 && strcmp(s->v[out - 1].user_id, s->v[i].user_id) == 0) {
@@ -197,7 +203,7 @@ static int chunk_end(struct store *st, const char *after, char *last, struct sl_
         store_query(st,
                     "SELECT node_id FROM meters WHERE ended_at IS NULL AND node_id > ?1"
                     " ORDER BY node_id LIMIT 1 OFFSET ?2",
-                    DB_ARGS(DB_TEXT(after), DB_INT(SETTLE_CHUNK - 1)), err);
+                    DB_ARGS(DB_TEXT(after), DB_INT(READ_CHUNK - 1)), err);
     int rc;
 
     if (!rows || (rc = db_next(rows, err)) < 0)
@@ -218,12 +224,12 @@ static int hosts_read(struct store *st, struct host_pass *hp, int64_t now,
             return -1;
         cleanup_free struct meter *ms =
             last[0] ? meters_load(st,
-                                  "SELECT " METER_COLUMNS METER_FROM
+                                  "SELECT " HOST_METER_COLUMNS HOST_METER_FROM
                                   " WHERE m.ended_at IS NULL AND m.node_id > ?1"
                                   " AND m.node_id <= ?2 ORDER BY m.node_id, m.seq",
                                   DB_ARGS(DB_TEXT(after), DB_TEXT(last)), &n, err)
                     : meters_load(st,
-                                  "SELECT " METER_COLUMNS METER_FROM
+                                  "SELECT " HOST_METER_COLUMNS HOST_METER_FROM
                                   " WHERE m.ended_at IS NULL AND m.node_id > ?1"
                                   " ORDER BY m.node_id, m.seq",
                                   DB_ARGS(DB_TEXT(after)), &n, err);
@@ -304,7 +310,8 @@ static int hosts_write(struct store *st, struct host_pass *hp, struct billing_st
     }
     if (pending_flush(st, rows, err) < 0 || hosts_moved(st, hp, err) < 0)
         return -1;
-    qsort(hp->owed, hp->n_owed, sizeof(*hp->owed), by_owed_user);
+    if (hp->n_owed)
+        qsort(hp->owed, hp->n_owed, sizeof(*hp->owed), by_owed_user);
     for (size_t i = 0, j; i < hp->n_owed; i = j) {
         batch_begin(&b, rows, hp->owed[i].user_id);
         for (j = i; j < hp->n_owed && strcmp(hp->owed[j].user_id, hp->owed[i].user_id) == 0; j++) {

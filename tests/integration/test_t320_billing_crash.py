@@ -251,7 +251,13 @@ class Checker:
             charges = {i["id"]: self.read_charges(u, i["id"], full) for i in insts}
             ledger = self.read_ledger(u, full)
             balance = self.get("/v1/balance", u["token"])["balance_micros"]
-            if self.ledger_top(u) == top and (not ledger or max(ledger) == top):
+            # a meter's last row may be written with no money moving (a
+            # stop billed nothing more, its rows close what the passes
+            # billed): the meters too must be as they were
+            again = {i["id"]: self.get(f"/v1/instances/{i['id']}/meters?limit=500",
+                                       u["token"])["items"] for i in insts}
+            if self.ledger_top(u) == top and (not ledger or max(ledger) == top) \
+                    and again == meters:
                 return insts, meters, charges, ledger, balance
             self.retries += 1
             full = False  # what a full read had to check is checked

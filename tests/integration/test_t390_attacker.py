@@ -17,7 +17,7 @@ import time
 import pytest
 
 from conftest import PASSWORD, wait_for
-from test_t300_billing import GPU_PRICE, epoch, pages
+from test_t300_billing import GPU_PRICE, epoch, pages, run_billing
 from test_t360_proxy_boundary import (release_both, request, service, split_url,
                                       victim_and_attacker)
 from test_t370_neighbours import RAW, add_dummy, bridge_mac, gateway_ip, neigh, port_of
@@ -234,6 +234,28 @@ def test_a_plan_left_early_costs_at_least_pay_as_you_go(cluster, scene):
     assert bought["amount_micros"] == price
     assert used >= 10 and paid == GPU_PRICE * used // 3600, (paid, used)
     assert paid > price * used // 86400  # more than the plan's own rate for that time
+
+
+def test_the_victims_charges_and_open_pieces_stay_the_victims(cluster, scene):
+    """Both run and are billed: the attacker's charges, asked for the
+    victim's instance or for all, hold none of the victim's days nor open
+    pieces (what a meter is billed past its last day's row), and its bill
+    counts only its own."""
+    attacker, victim, server = scene["attacker"], scene["victim"], cluster.server
+    aid, vid = scene["ai"]["id"], scene["vi"]["id"]
+
+    def both_billed():
+        run_billing(cluster)
+        return all(cluster.get(u, i)["charged_micros"] > 0
+                   for u, i in ((attacker, aid), (victim, vid)))
+    wait_for(both_billed, timeout=30, interval=0.5, what="both instances billed")
+    assert any(c["open"] and c["instance_id"] == vid
+               for c in pages(cluster, victim, f"/v1/bills/charges?instance={vid}"))
+    assert pages(cluster, attacker, f"/v1/bills/charges?instance={vid}") == []
+    mine = pages(cluster, attacker, "/v1/bills/charges")
+    assert mine and all(c["instance_id"] in (aid, "") for c in mine), mine
+    r = server.request("GET", "/v1/bills?by=instance", token=attacker["token"])
+    assert r.status == 200 and {row["instance_id"] for row in r.json["rows"]} <= {aid}, r
 
 
 def test_a_rogue_node_learns_nothing_of_the_victim(cluster, scene):

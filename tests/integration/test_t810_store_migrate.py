@@ -86,6 +86,17 @@ def installation():
             assert r.status == 200, r
             return s.request("GET", "/v1/bills/charges", token=users[0]["token"]).json["items"]
         wait_for(billed, timeout=30, interval=0.5, what="a charge for the instance")
+        # stopped and billed to its end: its meter's row is written (an open
+        # meter's rows wait for its day to be whole)
+        assert c.verb(users[0], iid, "stop").status == 200
+
+        def closed():
+            host.heartbeat([{"id": iid, "state": "stopped", "generation": gen}])
+            r = s.request("POST", "/v1/admin/billing/run", {}, token=s.admin_token)
+            assert r.status == 200, r
+            items = s.request("GET", "/v1/bills/charges", token=users[0]["token"]).json["items"]
+            return [x for x in items if x["kind"] == "gpu" and not x["open"]]
+        wait_for(closed, timeout=30, interval=0.5, what="the stopped meter's row")
         r = s.request("POST", "/v1/tokens", {"name": "t810"}, token=users[0]["token"])
         assert r.status == 201, r
         api_token = r.json["token"]
@@ -136,7 +147,7 @@ def test_migrate_sqlite_to_postgres(installation):
     assert s.request("GET", "/v1/bills", token=u["token"]).json == seen["bills"]
     assert s.request("GET", "/v1/bills/charges", token=u["token"]).json == seen["charges"]
     got = s.request("GET", f"/v1/instances/{inst['iid']}", token=u["token"]).json
-    assert (got["id"], got["state"]) == (inst["iid"], "running")
+    assert (got["id"], got["state"]) == (inst["iid"], "stopped")
     assert s.login(u["email"], PASSWORD)
     r = s.request("GET", "/v1/me", token=inst["api_token"])
     assert r.status == 200 and r.json["id"] == u["id"], r

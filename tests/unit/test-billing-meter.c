@@ -57,6 +57,21 @@ static void heartbeat(struct store *st, int64_t at)
          &err, "heartbeat");
 }
 
+/* The renter u-meter and its account. */
+static void add_renter(struct store *st, int64_t at)
+{
+    struct sl_error err = SL_ERROR_INIT;
+    char account[LEDGER_ACCOUNT_MAX];
+
+    must(store_exec(st,
+                    "INSERT INTO users (id, email, name, password_hash, created_at)"
+                    " VALUES ('u-meter', 'meter@example.com', 'm', 'x', ?1)",
+                    DB_ARGS(DB_INT(at)), &err),
+         &err, "user");
+    must(ledger_open_account(st, ledger_user_account(account, "u-meter"), "u-meter", &err), &err,
+         "account");
+}
+
 static void settle(struct server *srv)
 {
     struct sl_error err = SL_ERROR_INIT;
@@ -143,7 +158,6 @@ TEST(settlement_is_the_formula_whenever_it_runs)
     struct sl_error err = SL_ERROR_INIT;
     struct server srv = { .store = test_store() };
     struct store *st = srv.store;
-    char account[LEDGER_ACCOUNT_MAX];
     /* prices that do not divide their period: every floor has a remainder */
     static const struct {
         const char *item;
@@ -158,13 +172,7 @@ TEST(settlement_is_the_formula_whenever_it_runs)
     sl_time_set_clock(clock_now);
     fake_now = 1767225600 + test_rand_range(0, DAY - 1); /* 2026-01-01 */
     must(catalog_region_create(st, "meter-1", "Meters", false, &err), &err, "region");
-    must(store_exec(st,
-                    "INSERT INTO users (id, email, name, password_hash, created_at)"
-                    " VALUES ('u-meter', 'meter@example.com', 'm', 'x', ?1)",
-                    DB_ARGS(DB_INT(fake_now)), &err),
-         &err, "user");
-    must(ledger_open_account(st, ledger_user_account(account, "u-meter"), "u-meter", &err), &err,
-         "account");
+    add_renter(st, fake_now);
     must(store_exec(st,
                     "INSERT INTO nodes (id, hostname, address, region_id, token_hash,"
                     " ssh_port_min, ssh_port_max, created_at, last_heartbeat)"
@@ -324,7 +332,7 @@ TEST(a_resize_splits_the_data_disk_meter_at_its_second)
     struct sl_error err = SL_ERROR_INIT;
     struct server srv = { .store = test_store() };
     struct store *st = srv.store;
-    char account[LEDGER_ACCOUNT_MAX], model[SL_ID_MAX];
+    char model[SL_ID_MAX];
 
     sl_time_set_clock(clock_now);
     fake_now = 1767225600 + 3 * 3600; /* 2026-01-01 03:00 */
@@ -335,13 +343,7 @@ TEST(a_resize_splits_the_data_disk_meter_at_its_second)
          &err, "model");
     must(catalog_price_set(st, CATALOG_DATA_DISK, "meter-1", 7001, 50, false, NULL, &err), &err,
          "price");
-    must(store_exec(st,
-                    "INSERT INTO users (id, email, name, password_hash, created_at)"
-                    " VALUES ('u-meter', 'meter@example.com', 'm', 'x', ?1)",
-                    DB_ARGS(DB_INT(fake_now)), &err),
-         &err, "user");
-    must(ledger_open_account(st, ledger_user_account(account, "u-meter"), "u-meter", &err), &err,
-         "account");
+    add_renter(st, fake_now);
     must(store_exec(st,
                     "INSERT INTO nodes (id, hostname, address, region_id, token_hash,"
                     " ssh_port_min, ssh_port_max, created_at, last_heartbeat)"
@@ -423,7 +425,7 @@ TEST(a_renter_with_many_meters_settles_in_one_pass)
     struct sl_error err = SL_ERROR_INIT;
     struct server srv = { .store = test_store() };
     struct store *st = srv.store;
-    char account[LEDGER_ACCOUNT_MAX], model[SL_ID_MAX];
+    char model[SL_ID_MAX];
     static struct expect e[MANY];
 
     sl_time_set_clock(clock_now);
@@ -432,13 +434,7 @@ TEST(a_renter_with_many_meters_settles_in_one_pass)
     must(catalog_gpu_model_create(st, "Meter GPU", 24576, 8, 65536, 1000000, false, NULL, model,
                                   &err),
          &err, "model");
-    must(store_exec(st,
-                    "INSERT INTO users (id, email, name, password_hash, created_at)"
-                    " VALUES ('u-meter', 'meter@example.com', 'm', 'x', ?1)",
-                    DB_ARGS(DB_INT(fake_now)), &err),
-         &err, "user");
-    must(ledger_open_account(st, ledger_user_account(account, "u-meter"), "u-meter", &err), &err,
-         "account");
+    add_renter(st, fake_now);
     must(store_exec(st,
                     "INSERT INTO nodes (id, hostname, address, region_id, token_hash,"
                     " ssh_port_min, ssh_port_max, created_at, last_heartbeat)"
@@ -516,20 +512,13 @@ TEST(a_meter_that_ends_during_a_pass_is_billed_once)
     struct sl_error err = SL_ERROR_INIT;
     struct server srv = { .store = test_store() };
     struct store *st = srv.store;
-    char account[LEDGER_ACCOUNT_MAX];
     struct meddle meddle = { .srv = &srv };
 
     sl_time_set_clock(clock_now);
     fake_now = 1767225600 + 5 * 3600;
     int64_t t0 = fake_now;
     must(catalog_region_create(st, "meter-1", "Meters", false, &err), &err, "region");
-    must(store_exec(st,
-                    "INSERT INTO users (id, email, name, password_hash, created_at)"
-                    " VALUES ('u-meter', 'meter@example.com', 'm', 'x', ?1)",
-                    DB_ARGS(DB_INT(fake_now)), &err),
-         &err, "user");
-    must(ledger_open_account(st, ledger_user_account(account, "u-meter"), "u-meter", &err), &err,
-         "account");
+    add_renter(st, fake_now);
     static const struct {
         const char *node, *instance;
         int64_t amount;

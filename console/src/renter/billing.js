@@ -35,6 +35,7 @@ addMessages({
     'bill.charges_title': 'Charges',
     'bill.from': 'From',
     'bill.to': 'To',
+    'bill.open': 'so far: its day is not over',
     'bill.csv_days': 'Download the bill (CSV)',
     'bill.csv_charges': 'Download the charges (CSV)',
     'bill.kind.gpu': 'GPU', 'bill.kind.nogpu': 'no GPU', 'bill.kind.data_disk': 'data disk', 'bill.kind.file_storage': 'file storage', 'bill.kind.image_storage': 'saved images', 'bill.kind.plan': 'plan', 'bill.kind.plan_refund': 'plan refund',
@@ -66,6 +67,7 @@ addMessages({
     'bill.charges_title': '扣费明细',
     'bill.from': '开始',
     'bill.to': '结束',
+    'bill.open': '截至目前：当天未结束',
     'bill.csv_days': '下载账单（CSV）',
     'bill.csv_charges': '下载扣费明细（CSV）',
     'bill.kind.gpu': 'GPU', 'bill.kind.nogpu': '无卡', 'bill.kind.data_disk': '数据盘', 'bill.kind.file_storage': '文件存储', 'bill.kind.image_storage': '保存的镜像', 'bill.kind.plan': '套餐', 'bill.kind.plan_refund': '套餐退款',
@@ -234,7 +236,8 @@ export default function Billing() {
   ];
   const chargeCols = [
     { key: 'period_from', label: t('bill.from'), render: (c) => fmtDateTime(c.period_from) },
-    { key: 'period_to', label: t('bill.to'), render: (c) => fmtDateTime(c.period_to) },
+    // an open piece: what a meter is billed past its last whole day's row
+    { key: 'period_to', label: t('bill.to'), render: (c) => (c.open ? html`${fmtDateTime(c.period_to)} <span class="hint">(${t('bill.open')})</span>` : fmtDateTime(c.period_to)) },
     { key: 'instance_id', label: t('bill.instance'), render: (c) => (c.instance_id ? html`<span class="mono">${c.instance_id}</span>` : t('bill.renter_wide')) },
     { key: 'kind', label: t('bill.kind'), render: (c) => t('bill.kind.' + c.kind) },
     { key: 'amount', label: t('bill.amount'), class: 'num', render: money },
@@ -268,6 +271,6 @@ export default function Billing() {
     <h2>${t('bill.charges_title')}</h2>
     <${ErrorBox} error=${charges.error} />
     ${all && all.length > SHOW ? html`<p class="hint">${t('bill.more', { n: SHOW, all: all.length })}</p>` : null}
-    <${Table} columns=${chargeCols} rows=${shown} error=${charges.error} rowKey=${(c) => c.seq} caption=${t('bill.charges_title')} />
+    <${Table} columns=${chargeCols} rows=${shown} error=${charges.error} rowKey=${(c) => (c.open ? `open:${c.meter_seq}:${c.period_from}` : c.seq)} caption=${t('bill.charges_title')} />
   <//>`;
 }
