@@ -324,24 +324,35 @@ static struct usage *usage_of(struct usage **v, size_t *n, size_t *cap, const ch
 static int check_usage(struct store *st, struct billing_check *out, struct sl_error *err)
 {
     cleanup_free struct usage *v = NULL;
-    size_t n = 0, cap = 0, meters;
+    size_t n = 0, cap = 0;
     int64_t cost;
     int rc;
 
+    /* streamed, a renter's meters together: every meter ever is read */
     {
-        cleanup_free struct meter *ms = meters_load(
-            st, "SELECT " METER_COLUMNS METER_FROM " ORDER BY m.user_id", DB_NO_ARGS, &meters, err);
-        if (!ms)
+        cleanup_rows struct db_rows *rows = store_query(
+            st,
+            "SELECT m.user_id, m.amount_micros, " METER_BILLED " - m.started_at, m.period_s"
+            " FROM meters m LEFT JOIN billing_marks k ON k.node_id = m.node_id"
+            " ORDER BY m.user_id",
+            DB_NO_ARGS, err);
+        if (!rows)
             return -1;
-        for (size_t i = 0; i < meters; i++) {
-            struct usage *u = usage_of(&v, &n, &cap, ms[i].user_id);
+        while ((rc = db_next(rows, err)) == 1) {
+            struct usage *u = usage_of(&v, &n, &cap, db_text(rows, 0));
             struct sl_error e = SL_ERROR_INIT;
-            if (meter_cost(&ms[i], ms[i].billed, &cost, &e) < 0 ||
+            if (sl_money_prorate(db_int(rows, 1), db_int(rows, 2), db_int(rows, 3), &cost, &e) <
+                    0 ||
                 sl_money_add(u->billed, cost, &u->billed, &e) < 0)
                 out->bad_positions++;
         }
+        if (rc < 0)
+            return -1;
     }
+    /* in strcmp's order, which need not be the store's collation */
     size_t billed_renters = n;
+    if (n)
+        qsort(v, n, sizeof(*v), by_usage_user);
     {
         cleanup_rows struct db_rows *rows = store_query(
             st,
