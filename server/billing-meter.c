@@ -272,19 +272,25 @@ int billing_instance_charged(struct store *st, const char *instance_id, int64_t 
                              int64_t *rate_per_hour, struct sl_error *err)
 {
     int64_t metered = 0, unmetered, cost;
-    size_t n;
+    int rc;
 
     /* what the meters are billed (their host's mark for the open ones)
-     * plus plans and refunds (charges without a meter) */
-    cleanup_free struct meter *ms =
-        meters_load(st, "SELECT " METER_COLUMNS METER_FROM " WHERE m.instance_id = ?1",
-                    DB_ARGS(DB_TEXT(instance_id)), &n, err);
-    if (!ms)
-        return -1;
-    for (size_t i = 0; i < n; i++)
-        if (meter_cost(&ms[i], ms[i].billed, &cost, err) < 0 ||
-            sl_money_add(metered, cost, &metered, err) < 0)
+     * plus plans and refunds (charges without a meter); the instance view
+     * asks this of every instance it shows */
+    {
+        cleanup_rows struct db_rows *rows = store_query(
+            st, "SELECT " METER_BILLED_COST METER_BILLED_FROM " WHERE m.instance_id = ?1",
+            DB_ARGS(DB_TEXT(instance_id)), err);
+        if (!rows)
             return -1;
+        while ((rc = db_next(rows, err)) == 1)
+            if (sl_money_prorate(db_int(rows, 0), db_int(rows, 1), db_int(rows, 2), &cost, err) <
+                    0 ||
+                sl_money_add(metered, cost, &metered, err) < 0)
+                return -1;
+        if (rc < 0)
+            return -1;
+    }
     if (store_get_int(st,
                       "SELECT COALESCE(SUM(amount_micros), 0) FROM charges"
                       " WHERE instance_id = ?1 AND meter_seq IS NULL",

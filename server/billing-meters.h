@@ -36,7 +36,6 @@ struct meter {
     int64_t mark, gen;                     /* its host's (mark -1: none) */
     int64_t billed;                        /* own, or the host's mark when further (follows) */
     bool follows;
-    int64_t owed; /* scratch: what a pass bills it */
     char instance_id[SL_ID_MAX], user_id[SL_ID_MAX], node_id[SL_ID_MAX], item[16];
 };
 
@@ -59,6 +58,9 @@ struct meter {
 #define METER_BILLED                                                                               \
     "(CASE WHEN m.ended_at IS NULL AND m.node_id != '' AND k.billed_until > m.billed_until"        \
     " THEN k.billed_until ELSE m.billed_until END)"
+/* What the formula takes at it (sl_money_prorate's three arguments) */
+#define METER_BILLED_COST "m.amount_micros, " METER_BILLED " - m.started_at, m.period_s"
+#define METER_BILLED_FROM " FROM meters m LEFT JOIN billing_marks k ON k.node_id = m.node_id"
 
 /* Open instance meters only (no file storage among them): their hosts
  * and marks, not the storage's samples */

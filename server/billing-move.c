@@ -41,7 +41,6 @@ static void meter_read(struct db_rows *rows, struct meter *m)
     m->gen = db_int(rows, 18);
     m->follows = m->ended < 0 && m->node_id[0];
     m->billed = m->follows && m->mark > m->own ? m->mark : m->own;
-    m->owed = 0;
     if (strcmp(m->item, "file_storage") == 0)
         m->heartbeat = db_int(rows, 13);
     else if (strcmp(m->item, "image_storage") == 0)
@@ -293,7 +292,6 @@ int meter_bill_own(struct batch *b, struct meter *m, int64_t to, struct sl_error
         return -1;
     m->billed = m->own = to;
     m->moves++;
-    m->owed += owed;
     return batch_add(b, owed, err, "settle:%s:%" PRId64 ":%" PRId64,
                      m->instance_id[0] ? m->instance_id : m->user_id, m->seq, m->moves);
 }

@@ -331,10 +331,7 @@ static int check_usage(struct store *st, struct billing_check *out, struct sl_er
     /* streamed, a renter's meters together: every meter ever is read */
     {
         cleanup_rows struct db_rows *rows = store_query(
-            st,
-            "SELECT m.user_id, m.amount_micros, " METER_BILLED " - m.started_at, m.period_s"
-            " FROM meters m LEFT JOIN billing_marks k ON k.node_id = m.node_id"
-            " ORDER BY m.user_id",
+            st, "SELECT m.user_id, " METER_BILLED_COST METER_BILLED_FROM " ORDER BY m.user_id",
             DB_NO_ARGS, err);
         if (!rows)
             return -1;

@@ -20,9 +20,9 @@
 
 #define DAY SL_SEC_PER_DAY
 
-/* Meters per store transaction in a pass (a host's meters are never
- * split): large enough that the commit's fsync is amortised, small enough
- * that API writers wait at most a few tens of milliseconds behind one. */
+/* Meters billed alone per store transaction in a pass: large enough that
+ * the commit's fsync is amortised, small enough that API writers wait at
+ * most a few tens of milliseconds behind one. */
 #define SETTLE_CHUNK 5000
 /* Open meters read at a time, whole hosts (nothing is held meanwhile):
  * memory, not waiting writers, bounds them */
@@ -294,12 +294,13 @@ static int by_owed_user(const void *a, const void *b)
 static int hosts_write(struct store *st, struct host_pass *hp, struct billing_stats *stats,
                        struct sl_error *err)
 {
+    if (hp->n_hosts == 0)
+        return 0;
+
     cleanup_tx struct store *tx = NULL;
     cleanup_pending struct pending *rows = pending_new(st, hp->n_hosts + hp->n_days);
     struct batch b;
 
-    if (hp->n_hosts == 0)
-        return 0;
     if (store_begin(st, err) < 0)
         return -1;
     tx = st;
